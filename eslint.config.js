@@ -1,0 +1,42 @@
+// ESLint flat config. The layering rules (no-restricted-imports) keep each dependency behind one folder:
+// uWS only in src/server, ioredis only in src/quota and src/usage, piscina only in src/tokenize/pool.ts,
+// undici only in src/upstream. process.env is read only in src/config.
+import tseslint from 'typescript-eslint';
+
+const restrict = (allowed) => ({
+  'no-restricted-imports': ['error', {
+    paths: [
+      { name: '@trufflesuite/uws-js-unofficial', message: 'uWS is imported only in src/server/uws.ts' },
+      { name: 'ioredis', message: 'ioredis is imported only in src/quota/redis-client.ts' },
+      { name: 'piscina', message: 'piscina is imported only in src/tokenize/pool.ts' },
+      { name: 'undici', message: 'undici is imported only in src/upstream/' },
+    ].filter((p) => !allowed.includes(p.name)),
+  }],
+});
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'k6/**/*.js', 'native-bench/results/**'] },
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-restricted-syntax': ['error', { selector: 'TSEnumDeclaration', message: 'use as-const objects' }],
+    },
+  },
+  { files: ['src/**/*.ts'], ignores: ['src/config/**'], rules: {
+    'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read configuration in src/config only' }],
+  } },
+  { files: ['src/**/*.ts', 'workers/**/*.ts'], rules: restrict([]) },
+  { files: ['src/server/uws.ts'], rules: restrict(['@trufflesuite/uws-js-unofficial']) },
+  { files: ['src/quota/redis-client.ts', 'src/usage/redis-client.ts'], rules: restrict(['ioredis']) },
+  { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
+  { files: ['src/upstream/**/*.ts'], rules: restrict(['undici']) },
+  { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
+);

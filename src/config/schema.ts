@@ -1,0 +1,111 @@
+// Config schema and defaults: the one source of truth for the YAML file's shape (see README "Configuration").
+// Thread: main, setup only. Not on the hot path: parsed once at start and on reload, then frozen.
+import { z } from 'zod';
+
+const url = z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be http(s)://host:port with no path');
+const name = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'letters, digits, . _ : - only');
+
+export const replicaSchema = z.strictObject({
+  id: name,
+  url,
+  /** LoRA adapters this replica can serve; when absent it serves every adapter of its pool. */
+  adapters: z.array(name).optional(),
+  /** Drained replicas take no new requests; in-flight ones finish. */
+  drain: z.boolean().default(false),
+  /** Weight for baseline policies; 0 takes it out of rotation. */
+  weight: z.number().min(0).default(1),
+});
+
+export const poolSchema = z.strictObject({
+  id: name,
+  model: name,
+  aliases: z.array(name).default([]),
+  tokenizer: z.enum(['llama3', 'cl100k_base', 'o200k_base']).default('llama3'),
+  chat_template: z.enum(['llama3.1', 'chatml']).default('llama3.1'),
+  max_context_tokens: z.number().int().positive().default(131072),
+  block_size: z.number().int().positive().default(16),
+  /** Default max_tokens charged to quota when the client does not send one. */
+  default_max_tokens: z.number().int().positive().default(1024),
+  adapters: z.array(name).default([]),
+  replicas: z.array(replicaSchema).min(1),
+  /** Read only by `npm run fleet`: which mock profile and LoRA slots to give this pool's replicas. */
+  mock_profile: z.enum(['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny']).default('llama-8b-a100'),
+  mock_max_loras: z.number().int().positive().optional(),
+});
+
+const apiKey = z.union([
+  z.strictObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits') }),
+  z.strictObject({ env: z.string().min(1) }),
+]);
+
+export const tenantSchema = z.strictObject({
+  name,
+  api_keys: z.array(apiKey).min(1),
+  tokens_per_second: z.number().positive(),
+  burst_tokens: z.number().int().positive(),
+  max_inflight: z.number().int().positive(),
+  sla_tier: z.enum(['premium', 'standard', 'batch']).default('standard'),
+  /** Pools or models this tenant may use; empty means all. */
+  allowed_models: z.array(name).default([]),
+});
+
+export const configSchema = z.strictObject({
+  server: z.strictObject({
+    host: z.string().default('127.0.0.1'),
+    port: z.number().int().min(0).max(65535).default(8080),
+    max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
+    max_header_bytes: z.number().int().positive().default(16 * 1024),
+    shutdown_grace_ms: z.number().int().min(0).default(30000),
+  }).prefault({}),
+  upstream: z.strictObject({
+    connect_timeout_ms: z.number().int().positive().default(2000),
+    first_token_timeout_ms: z.number().int().positive().default(60000),
+    max_attempts: z.number().int().min(1).max(10).default(3),
+    connections_per_replica: z.number().int().positive().default(128),
+  }).prefault({}),
+  tokenizer: z.strictObject({
+    threads: z.number().int().min(0).max(64).default(1),
+    /** Prompts up to this many UTF-16 characters are tokenized inline on the acceptor (see native-bench). */
+    inline_max_chars: z.number().int().min(0).default(4096),
+    cache_bytes: z.number().int().min(0).default(64 * 1024 * 1024),
+  }).prefault({}),
+  pools: z.array(poolSchema).min(1),
+  tenants: z.array(tenantSchema).default([]),
+  admission: z.strictObject({
+    headroom_ratio: z.number().min(0).max(0.9).default(0.15),
+    max_queue_ms: z.number().int().min(0).default(2000),
+    max_queued_requests: z.number().int().min(0).default(1024),
+    stale_ms: z.number().int().positive().default(5000),
+  }).prefault({}),
+  routing: z.strictObject({
+    policy: z.enum(['round-robin', 'least-outstanding-tokens', 'kv-aware']).default('least-outstanding-tokens'),
+    params: z.record(z.string(), z.unknown()).default({}),
+  }).prefault({}),
+  registry: z.strictObject({
+    scrape_interval_ms: z.number().int().positive().default(100),
+    scrape_timeout_ms: z.number().int().positive().default(1000),
+    down_after_failures: z.number().int().positive().default(2),
+    max_replicas: z.number().int().positive().default(256),
+  }).prefault({}),
+  quota: z.strictObject({
+    backend: z.enum(['memory', 'redis']).default('memory'),
+    redis_url: z.string().optional(),
+    failure_mode: z.enum(['open', 'closed']).default('open'),
+    timeout_ms: z.number().int().positive().default(50),
+    lease_ttl_ms: z.number().int().positive().default(600000),
+    key_prefix: z.string().default('gw'),
+  }).prefault({}),
+  usage: z.strictObject({
+    sinks: z.array(z.string().regex(/^(jsonl:.+|redis-stream:.+)$/, 'must be jsonl:PATH or redis-stream:KEY')).default([]),
+  }).prefault({}),
+  metrics: z.strictObject({
+    /** Tenants that get their own label value; every other tenant is reported as "other". */
+    tenant_labels: z.array(name).default([]),
+  }).prefault({}),
+  expose_route_header: z.boolean().default(false),
+});
+
+export type GatewayConfig = z.output<typeof configSchema>;
+export type PoolConfig = z.output<typeof poolSchema>;
+export type ReplicaConfig = z.output<typeof replicaSchema>;
+export type TenantConfig = z.output<typeof tenantSchema>;

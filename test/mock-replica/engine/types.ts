@@ -1,0 +1,67 @@
+// The mock engine's contract: the I/O-free core that the mock's HTTP server drives in real time and a fleet
+// simulator can drive in virtual time. Thread: main (of the mock process). Additive changes only.
+
+/** Time source and timer service. RealClock uses performance.now()/setTimeout; VirtualClock advances by hand. */
+export interface Clock {
+  /** Milliseconds, monotonic. */
+  now(): number;
+  /** Calls fn once after `delayMs` of this clock's time. */
+  setTimer(delayMs: number, fn: () => void): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+export type ProfileName = 'llama-8b-a100' | 'llama-70b-tp2-a100' | 'tiny';
+
+export interface EngineOptions {
+  profile: ProfileName;
+  /** Overrides of the profile's defaults (flags of `npm run mock`). */
+  numGpuBlocks?: number;
+  blockSize?: number;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  maxLoras?: number;
+  /** Adapters present at start. */
+  loras?: string[];
+  /** 1 = real time; 0.1 = every step takes a tenth of the profile's time. In (0, 1]. */
+  timeScale?: number;
+}
+
+export interface EngineRequestSpec {
+  /** Unique id (the completion id's base). */
+  id: string;
+  /** Prompt length in tokens. */
+  promptTokens: number;
+  /** Chained hashes of the prompt's full blocks (src/tokenize/block-hash.ts), adapter already keyed in. */
+  blockHashes: ArrayLike<number>;
+  /** How many tokens this request will generate before finishing (decided by the HTTP layer). */
+  outputTokens: number;
+  /** finish_reason once outputTokens are generated: 'length' when it equals max_tokens, else 'stop'. */
+  finishReason: 'stop' | 'length';
+  /** LoRA adapter name, or null for the base model. */
+  adapter: string | null;
+}
+
+export interface EngineRequestEvents {
+  /** Prefill finished and the first token was sampled in this step. Precedes onToken(0). */
+  onFirstToken(info: { cachedTokens: number }): void;
+  /** Token `index` (0-based) was sampled. Called once per generated token, in order, at step ends. */
+  onToken(index: number): void;
+  /** The request left the engine: finished normally or aborted. Called exactly once. */
+  onFinish(reason: 'stop' | 'length' | 'abort'): void;
+}
+
+export type RequestPhase = 'waiting' | 'running' | 'finished' | 'aborted' | 'preempted';
+
+export interface EngineSnapshot {
+  running: number;
+  waiting: number;
+  free_blocks: number;
+  total_blocks: number;
+  cached_blocks: number;
+  preemptions: number;
+  aborted: number;
+  completed: number;
+  loaded_adapters: string[];
+  /** The last 1,000 requests, newest last. */
+  requests: Array<{ id: string; state: RequestPhase; adapter: string | null; prompt_tokens: number; cached_tokens: number; output_tokens: number }>;
+}
