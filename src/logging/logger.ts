@@ -1,0 +1,103 @@
+// The gateway's logger (pino, JSON lines) and the one-line-per-request record written at completion.
+// Thread: main (workers log through their own createLogger if ever needed). On the hot path once per request:
+// requestLogLine builds one fixed-shape object from typed fields, so a prompt, completion or API key can
+// only reach the log if someone adds a field for it here. As a second fence, the logger redacts
+// Authorization / API-key / prompt-shaped keys in anything else logged by mistake (pino's fast-redact,
+// compiled once at setup). Disabled levels cost one property read: pino swaps them for no-ops.
+import { pino, type DestinationStream, type Level, type Logger as PinoLogger } from 'pino';
+
+export type Logger = PinoLogger;
+export type LogLevel = Level | 'silent';
+
+/** Keys that must never be written, wherever they sit (top level, one or two levels down). */
+const SECRET_KEYS = [
+  'authorization', 'Authorization', 'x-api-key', 'api_key', 'apiKey', 'api-key', 'cookie', 'password', 'secret',
+  'prompt', 'messages', 'input', 'completion', 'choices', 'content', 'body',
+] as const;
+const REDACT_PATHS = SECRET_KEYS.flatMap((k) => {
+  const key = /^[A-Za-z_$][\w$]*$/.test(k) ? k : `["${k}"]`;
+  const sep = key.startsWith('[') ? '' : '.';
+  return [key, `*${sep}${key}`, `*.*${sep}${key}`];
+});
+
+export interface LoggerOptions {
+  /** Where lines go; default stdout through an async buffered sonic-boom (flush with logger.flush()). */
+  destination?: DestinationStream;
+}
+
+export function createLogger(level: LogLevel, opts: LoggerOptions = {}): Logger {
+  // Async stdout: a synchronous write per request would block the acceptor on a slow log collector.
+  const destination = opts.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  return pino({
+    level,
+    base: { pid: process.pid },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+  }, destination);
+}
+
+/** What the pipeline knows when a request completes. No free-text request or response content. */
+export interface RequestLogFields {
+  requestId: string;
+  route: 'chat' | 'completions';
+  tenant: string | null;
+  /** Model name as requested (truncated to 128 chars: it is client input). */
+  model: string | null;
+  pool: string | null;
+  replica: string | null;
+  status: number;
+  /** Error code on the wire, or null for success. */
+  code: string | null;
+  stream: boolean;
+  durationMs: number;
+  ttftMs: number | null;
+  queueMs: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  retries: number;
+  cancelled: boolean;
+  finishReason: string | null;
+}
+
+/** The exact object written for one request; exported so tests (and a future sink) can see the shape. */
+export function requestLogRecord(f: RequestLogFields): Record<string, string | number | boolean | null> {
+  return {
+    msg: 'request',
+    request_id: clip(f.requestId, 128),
+    route: f.route,
+    tenant: f.tenant,
+    model: f.model === null ? null : clip(f.model, 128),
+    pool: f.pool,
+    replica: f.replica,
+    status: f.status,
+    code: f.code,
+    stream: f.stream,
+    duration_ms: round3(f.durationMs),
+    ttft_ms: f.ttftMs === null ? null : round3(f.ttftMs),
+    queue_ms: round3(f.queueMs),
+    input_tokens: f.inputTokens,
+    output_tokens: f.outputTokens,
+    cached_tokens: f.cachedTokens,
+    retries: f.retries,
+    cancelled: f.cancelled,
+    finish_reason: f.finishReason === null ? null : clip(f.finishReason, 32),
+  };
+}
+
+/** Writes the one completion line: info below 500, warn for 5xx, error for the gateway's own bugs. */
+export function requestLogLine(logger: Logger, f: RequestLogFields): void {
+  const record = requestLogRecord(f);
+  if (f.code === 'internal_error') logger.error(record);
+  else if (f.status >= 500) logger.warn(record);
+  else logger.info(record);
+}
+
+function clip(s: string, maxChars: number): string {
+  return s.length <= maxChars ? s : s.slice(0, maxChars);
+}
+
+function round3(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
