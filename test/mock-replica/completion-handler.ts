@@ -1,0 +1,177 @@
+// The life of one completion request on the mock: validate → model check → tokenize → context check →
+// engine.add → frames at the engine's step ends → usage → [DONE]; a socket close before the end aborts the
+// engine request at once. Thread: main (mock process). Hot path of the mock (per token: one frame build and
+// one socket write).
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parseCompletionRequest, type CompletionKind } from './completion-request.ts';
+import type { EngineRequestEvents, EngineSnapshot, EngineRequestSpec } from './engine/types.ts';
+import type { FaultSpec } from './faults.ts';
+import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
+import { PacedWriter } from './paced-writer.ts';
+import { promptTokens } from './prompt-tokens.ts';
+import type { ReplicaMetrics, RequestTimes } from './replica-metrics.ts';
+import { DONE_FRAME, StreamFrames, completionId, errorFrame, fullResponseBody } from './sse-frames.ts';
+import { ErrorType, VllmError, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
+
+/** max_tokens when the client sends none: max_model_len − prompt_len, capped here (vLLM caps by generation config). */
+export const DEFAULT_MAX_TOKENS_CAP = 4096;
+
+/** What the handler needs from the engine (structural, so the interim and the real MockEngine both fit). */
+export interface EnginePort {
+  add(spec: EngineRequestSpec, events: EngineRequestEvents): void;
+  abort(id: string): unknown;
+  snapshot(): EngineSnapshot;
+}
+
+export interface HandlerContext {
+  modelName: string;
+  maxModelLen: number;
+  blockSize: number;
+  replicaSeed: number;
+  engine: EnginePort;
+  metrics: ReplicaMetrics;
+  /** Loaded adapter names (mirrors the engine's; kept here so a model check costs a Set lookup). */
+  adapters: ReadonlySet<string>;
+  /** Ids of requests in the engine right now, so a reused X-Request-Id does not collide. */
+  activeIds: Set<string>;
+  now(): number;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export function sendError(res: ServerResponse, e: VllmError): void {
+  sendJson(res, e.status, JSON.stringify({ error: { message: e.message, type: e.type, param: null, code: e.status } }));
+}
+
+function requestBase(req: IncomingMessage, activeIds: Set<string>): string {
+  const header = req.headers['x-request-id'];
+  const base = typeof header === 'string' && header !== '' ? header : randomBytes(8).toString('hex');
+  if (!activeIds.has(base)) return base;
+  let n = 1;
+  while (activeIds.has(`${base}-${n}`)) n++;
+  return `${base}-${n}`;
+}
+
+export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req: IncomingMessage, res: ServerResponse, rawBody: string, fault: FaultSpec): void {
+  const arrivalMs = ctx.now();
+  if (fault.mode === 'hang') return; // accepted, never a byte; the socket stays open until the client leaves
+  if (fault.mode === 'error_before_first_token') {
+    const type = fault.status === 503 ? ErrorType.ServiceUnavailable : fault.status >= 500 ? ErrorType.Internal : ErrorType.BadRequest;
+    sendError(res, new VllmError(fault.status, type, 'mock fault: error_before_first_token'));
+    return;
+  }
+  const parsed = parseCompletionRequest(kind, rawBody);
+  if (parsed instanceof VllmError) return sendError(res, parsed);
+
+  let adapter: string | null = null;
+  let model = ctx.modelName;
+  if (parsed.model !== '' && parsed.model !== ctx.modelName) {
+    if (!ctx.adapters.has(parsed.model)) return sendError(res, modelNotFound(parsed.model));
+    adapter = parsed.model;
+    model = parsed.model;
+  }
+
+  const prompt = promptTokens(parsed, ctx.blockSize, adapter);
+  const promptLen = prompt.tokens.length;
+  if (promptLen >= ctx.maxModelLen) return sendError(res, promptTooLong(ctx.maxModelLen, promptLen));
+  if (parsed.maxTokens !== null && promptLen + parsed.maxTokens > ctx.maxModelLen) {
+    return sendError(res, maxTokensTooLarge(ctx.maxModelLen, promptLen, parsed.maxTokens));
+  }
+  const maxTokens = parsed.maxTokens ?? Math.min(ctx.maxModelLen - promptLen, DEFAULT_MAX_TOKENS_CAP);
+  const plan = planOutput(maxTokens, parsed.ignoreEos, parsed.seed ?? hashTokens(prompt.tokens), ctx.replicaSeed);
+
+  const base = requestBase(req, ctx.activeIds);
+  const id = completionId(kind, base);
+  const createdSeconds = Math.floor(Date.now() / 1000);
+  const times: RequestTimes = { arrivalMs, firstTokenMs: 0, lastTokenMs: 0, promptTokens: promptLen, cachedTokens: 0, generatedTokens: 0, maxTokensParam: maxTokens };
+  let finished = false;
+  const dieAfter = fault.mode === 'die_mid_stream' ? fault.after_tokens : -1;
+  const delayMs = fault.mode === 'slow' ? fault.delay_ms : 0;
+
+  const abortEngine = (): void => {
+    if (!finished) ctx.engine.abort(base);
+  };
+  res.on('close', abortEngine);
+
+  const common = {
+    onFinishStats(reason: 'stop' | 'length' | 'abort'): void {
+      finished = true;
+      ctx.activeIds.delete(base);
+      ctx.metrics.onFinish(reason, times, ctx.now());
+    },
+    onFirst(cachedTokens: number): void {
+      const nowMs = ctx.now();
+      times.firstTokenMs = nowMs;
+      times.cachedTokens = cachedTokens;
+      ctx.metrics.onFirstToken(promptLen, cachedTokens, (nowMs - arrivalMs) / 1000);
+    },
+    onTok(index: number): void {
+      const nowMs = ctx.now();
+      ctx.metrics.onToken(index === 0 ? -1 : (nowMs - times.lastTokenMs) / 1000);
+      times.lastTokenMs = nowMs;
+      times.generatedTokens = index + 1;
+    },
+  };
+
+  let events: EngineRequestEvents;
+  if (parsed.stream) {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+    res.flushHeaders();
+    const frames = new StreamFrames(kind, id, createdSeconds, model, parsed.continuousUsage, promptLen);
+    const writer = new PacedWriter(res, delayMs, dieAfter, abortEngine);
+    res.on('close', () => writer.dispose());
+    events = {
+      onFirstToken({ cachedTokens }) {
+        common.onFirst(cachedTokens);
+        if (kind === 'chat') writer.other(frames.role());
+      },
+      onToken(index) {
+        common.onTok(index);
+        const text = tokenText(plan, index);
+        writer.token(index === plan.outputTokens - 1 ? frames.last(text, index + 1, plan.finishReason) : frames.token(text, index + 1));
+      },
+      onFinish(reason) {
+        common.onFinishStats(reason);
+        if (writer.closed) return;
+        if (reason === 'abort') {
+          writer.finish(errorFrame(500, ErrorType.Internal, 'Request aborted by the engine'));
+          return;
+        }
+        const usage = parsed.includeUsage ? frames.usage({ promptTokens: promptLen, completionTokens: times.generatedTokens, cachedTokens: times.cachedTokens }) : '';
+        writer.finish(usage + DONE_FRAME);
+      },
+    };
+  } else {
+    events = {
+      onFirstToken({ cachedTokens }) {
+        common.onFirst(cachedTokens);
+      },
+      onToken(index) {
+        common.onTok(index);
+        if (dieAfter >= 0 && index + 1 >= dieAfter) {
+          abortEngine();
+          res.destroy();
+        }
+      },
+      onFinish(reason) {
+        common.onFinishStats(reason);
+        if (res.destroyed) return;
+        if (reason === 'abort') return sendError(res, new VllmError(500, ErrorType.Internal, 'Request aborted by the engine'));
+        if (dieAfter >= 0) {
+          res.destroy();
+          return;
+        }
+        sendJson(res, 200, fullResponseBody({
+          kind, id, createdSeconds, model, text: fullText(plan, times.generatedTokens), finishReason: plan.finishReason,
+          usage: { promptTokens: promptLen, completionTokens: times.generatedTokens, cachedTokens: times.cachedTokens },
+        }));
+      },
+    };
+  }
+  ctx.activeIds.add(base);
+  ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
+}

@@ -1,0 +1,25 @@
+// Options of one mock replica (the flags of `npm run mock`) and their defaults. Thread: main (mock
+// process). Setup only.
+import type { EngineOptions, ProfileName } from './engine/types.ts';
+
+export const PROFILE_NAMES: readonly ProfileName[] = ['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny'];
+
+export interface MockOptions extends EngineOptions {
+  /** Listen port; 0 = any free port (default 0). */
+  port?: number;
+  /** Listen host (default 127.0.0.1). */
+  host?: string;
+  /** Served model name (default meta-llama/Llama-3.1-8B-Instruct). */
+  model?: string;
+  /** Context length (default 131072, as Llama 3.1's config). */
+  maxModelLen?: number;
+  /** Seed mixed into every output (default 0). */
+  seed?: number;
+  /** Also emit the pre-V1-rename metric names (gpu_*, time_per_output_token). */
+  legacyMetrics?: boolean;
+  /** Expose vllm:lora_requests_info even with no adapter (true when maxLoras or loras are given). */
+  enableLora?: boolean;
+}
+
+export const DEFAULT_MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+export const DEFAULT_MAX_MODEL_LEN = 131072;

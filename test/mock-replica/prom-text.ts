@@ -1,0 +1,131 @@
+// Prometheus text exposition the way Python's prometheus_client writes it (vLLM's /metrics): floats in
+// Python repr via floatToGoString, labels sorted, counters as `_total` plus a separate `_created` gauge
+// family, histograms as `_bucket` … `+Inf`, `_count`, `_sum`, then `_created`. Thread: main (mock process).
+// Per scrape only; cost is string building proportional to the number of series.
+
+/** Python's repr(float) (shortest round-trip, exponent when exp < -4 or >= 16). */
+export function pyRepr(x: number): string {
+  if (Number.isNaN(x)) return 'nan';
+  if (x === Infinity) return 'inf';
+  if (x === -Infinity) return '-inf';
+  if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
+  const [mant, expText] = x.toExponential().split('e') as [string, string];
+  const exp = Number(expText);
+  if (exp < -4 || exp >= 16) {
+    const e = Math.abs(exp) < 10 ? `0${Math.abs(exp)}` : String(Math.abs(exp));
+    return `${mant}e${exp < 0 ? '-' : '+'}${e}`;
+  }
+  const neg = mant.startsWith('-');
+  const digits = mant.replace('-', '').replace('.', '');
+  let out: string;
+  if (exp >= 0) {
+    const intLen = exp + 1;
+    out = digits.length <= intLen ? `${digits.padEnd(intLen, '0')}.0` : `${digits.slice(0, intLen)}.${digits.slice(intLen)}`;
+  } else {
+    out = `0.${'0'.repeat(-exp - 1)}${digits}`;
+  }
+  return neg ? `-${out}` : out;
+}
+
+/** prometheus_client.utils.floatToGoString, used for sample values and `le` labels. */
+export function goFloat(x: number): string {
+  if (x === Infinity) return '+Inf';
+  if (x === -Infinity) return '-Inf';
+  if (Number.isNaN(x)) return 'NaN';
+  const s = pyRepr(x);
+  const dot = s.indexOf('.');
+  if (x > 0 && dot > 6) {
+    const mantissa = `${s[0]}.${s.slice(1, dot)}${s.slice(dot + 1)}`.replace(/[0.]+$/, '');
+    return `${mantissa}e+0${dot - 1}`;
+  }
+  return s;
+}
+
+function escapeLabel(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+/** `{a="1",b="2"}` with keys sorted; '' for no labels. */
+export function labelText(labels: Record<string, string>): string {
+  const keys = Object.keys(labels).sort();
+  if (keys.length === 0) return '';
+  return `{${keys.map((k) => `${k}="${escapeLabel(labels[k]!)}"`).join(',')}}`;
+}
+
+export class PromWriter {
+  private out = '';
+
+  header(name: string, help: string, type: 'gauge' | 'counter' | 'histogram'): void {
+    this.out += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+  }
+
+  sample(name: string, labels: Record<string, string>, value: number): void {
+    this.out += `${name}${labelText(labels)} ${goFloat(value)}\n`;
+  }
+
+  gauge(name: string, help: string, series: Array<[Record<string, string>, number]>): void {
+    this.header(name, help, 'gauge');
+    for (const [l, v] of series) this.sample(name, l, v);
+  }
+
+  /** `name` without `_total`; writes `<name>_total` and `<name>_created`. */
+  counter(name: string, help: string, series: Array<[Record<string, string>, number]>, createdSeconds: number): void {
+    this.header(`${name}_total`, help, 'counter');
+    for (const [l, v] of series) this.sample(`${name}_total`, l, v);
+    this.header(`${name}_created`, help, 'gauge');
+    for (const [l] of series) this.sample(`${name}_created`, l, createdSeconds);
+  }
+
+  histogram(name: string, help: string, labels: Record<string, string>, h: Histogram): void {
+    this.header(name, help, 'histogram');
+    let cumulative = 0;
+    for (let i = 0; i < h.bounds.length; i++) {
+      cumulative += h.counts[i]!;
+      this.sample(`${name}_bucket`, { ...labels, le: goFloat(h.bounds[i]!) }, cumulative);
+    }
+    this.sample(`${name}_bucket`, { ...labels, le: '+Inf' }, h.count);
+    this.sample(`${name}_count`, labels, h.count);
+    this.sample(`${name}_sum`, labels, h.sum);
+    this.header(`${name}_created`, help, 'gauge');
+    this.sample(`${name}_created`, labels, h.createdSeconds);
+  }
+
+  text(): string {
+    return this.out;
+  }
+}
+
+/** A cumulative histogram with fixed upper bounds (non-cumulative counts kept per bucket). */
+export class Histogram {
+  readonly counts: Float64Array;
+  count = 0;
+  sum = 0;
+
+  constructor(readonly bounds: readonly number[], readonly createdSeconds: number) {
+    this.counts = new Float64Array(bounds.length);
+  }
+
+  observe(v: number): void {
+    this.count++;
+    this.sum += v;
+    const b = this.bounds;
+    for (let i = 0; i < b.length; i++) {
+      if (v <= b[i]!) {
+        this.counts[i]!++;
+        return;
+      }
+    }
+  }
+}
+
+/** vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, … ≤ max. */
+export function buckets125(max: number): number[] {
+  const out: number[] = [];
+  for (let exp = 0; ; exp++) {
+    for (const m of [1, 2, 5]) {
+      const v = m * 10 ** exp;
+      if (v > max) return out;
+      out.push(v);
+    }
+  }
+}
