@@ -1,0 +1,52 @@
+// Chooses the quota backend from config: the in-memory store, or Redis behind the failure policy.
+// Thread: main, setup only.
+import { MemoryQuotaStore } from './memory-quota-store.ts';
+import { createRedisClient, type RedisClient } from './redis-client.ts';
+import { RedisQuotaStore } from './redis-quota-store.ts';
+import { ResilientQuotaStore } from './resilient-quota-store.ts';
+import type { QuotaStore } from './types.ts';
+import type { GatewayConfig } from '../config/schema.ts';
+
+export interface CreateQuotaStoreOptions {
+  /** Gateways expected to share tenants when failing open (each admits 1/N locally). Default 1. */
+  expectedGateways?: number;
+  /** How long startup waits for Redis before starting under the failure policy (default 2,000 ms). */
+  readyTimeoutMs?: number;
+  /** Redis connection errors (for the log); never called with key material. */
+  onRedisError?: (err: Error) => void;
+  /** Redis found down / back, for the log and metrics. */
+  onStateChange?: (up: boolean, detail: string) => void;
+}
+
+export async function createQuotaStore(cfg: GatewayConfig['quota'], opts: CreateQuotaStoreOptions = {}): Promise<QuotaStore> {
+  if (cfg.backend === 'memory') return new MemoryQuotaStore({ leaseTtlMs: cfg.lease_ttl_ms });
+  if (!cfg.redis_url) throw new Error('quota.redis_url is required when quota.backend is redis');
+  const client = createRedisClient(cfg.redis_url, {
+    connectTimeoutMs: Math.max(1000, cfg.timeout_ms),
+    commandTimeoutMs: cfg.timeout_ms,
+    ...(opts.onRedisError ? { onError: opts.onRedisError } : {}),
+  });
+  const primary = new RedisQuotaStore(client, { keyPrefix: cfg.key_prefix, leaseTtlMs: cfg.lease_ttl_ms });
+  // Not fatal: a gateway started during a Redis outage serves under the failure policy and recovers by itself.
+  await waitReady(client, opts.readyTimeoutMs ?? 2000);
+  return new ResilientQuotaStore(primary, {
+    failureMode: cfg.failure_mode,
+    leaseTtlMs: cfg.lease_ttl_ms,
+    ...(opts.expectedGateways !== undefined ? { expectedGateways: opts.expectedGateways } : {}),
+    ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
+  });
+}
+
+function waitReady(client: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (client.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ok);
+    };
+    const onReady = (): void => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.once('ready', onReady);
+  });
+}

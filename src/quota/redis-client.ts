@@ -1,0 +1,77 @@
+// The one module that imports ioredis (ESLint enforces it): builds a client that never makes a caller wait on
+// a dead Redis. Thread: main. Setup only, except the script runner returned by defineScript (hot path).
+// Choices, and what they cost:
+// - enableOfflineQueue false: while disconnected a command fails at once instead of queueing behind a
+//   reconnect; callers (the resilient quota store, the usage sink) decide what a failure means.
+// - commandTimeout: a connected but stalled Redis (paused, overloaded) rejects each command after
+//   commandTimeoutMs; ioredis arms one timer per command for this.
+// - maxRetriesPerRequest 0 and no auto-resend: a command in flight when the socket drops fails rather than
+//   running twice after the reconnect. The client reconnects by itself with a capped backoff (retryStrategy).
+import { Redis } from 'ioredis';
+
+export type RedisClient = Redis;
+
+export interface RedisClientOptions {
+  /** TCP connect timeout per attempt; a failed attempt is retried with backoff. */
+  connectTimeoutMs: number;
+  /** Every command rejects after this long without a reply. */
+  commandTimeoutMs: number;
+  /** Do not connect until the first command or connect() (default false: connect now). */
+  lazy?: boolean;
+  /** Longest pause between reconnect attempts (default 1000 ms). */
+  maxReconnectDelayMs?: number;
+  /** Connection errors (ECONNREFUSED, timeouts); without it they are swallowed, never printed. */
+  onError?: (err: Error) => void;
+}
+
+export function createRedisClient(url: string, opts: RedisClientOptions): RedisClient {
+  const maxDelayMs = opts.maxReconnectDelayMs ?? 1000;
+  const client = new Redis(url, {
+    connectTimeout: opts.connectTimeoutMs,
+    commandTimeout: opts.commandTimeoutMs,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    enableReadyCheck: true,
+    lazyConnect: opts.lazy ?? false,
+    // 50, 100, 200 ... ms, capped: forever, so the store recovers by itself when Redis returns.
+    retryStrategy: (attempt: number) => Math.min(50 * 2 ** Math.min(attempt, 10), maxDelayMs),
+  });
+  // ioredis prints unhandled 'error' events to stderr on every reconnect attempt; route them instead.
+  const onError = opts.onError ?? (() => undefined);
+  client.on('error', onError);
+  return client;
+}
+
+export type RedisArg = string | number;
+/** Runs one registered Lua script: EVALSHA, with EVAL on the first use per connection and on NOSCRIPT. */
+export type ScriptRunner = (keys: readonly string[], args: readonly RedisArg[]) => Promise<unknown>;
+
+/**
+ * Registers `lua` under `name` with defineCommand (ioredis sends EVAL once per connection, EVALSHA after,
+ * and falls back to EVAL on NOSCRIPT, e.g. after SCRIPT FLUSH) and returns a typed runner for it.
+ */
+export function defineScript(client: RedisClient, name: string, lua: string, numberOfKeys: number): ScriptRunner {
+  client.defineCommand(name, { numberOfKeys, lua });
+  // defineCommand adds a method ioredis's types cannot know about: this cast is the boundary adapter.
+  const command = (client as unknown as Record<string, (...args: RedisArg[]) => Promise<unknown>>)[name]!;
+  return (keys, args) => command.call(client, ...keys, ...args);
+}
+
+/** True when commands can be sent now (connected and past the ready check). */
+export function isRedisReady(client: RedisClient): boolean {
+  return client.status === 'ready';
+}
+
+/** Closes the client: QUIT when connected (bounded by the command timeout), else drops the socket. */
+export async function closeRedisClient(client: RedisClient): Promise<void> {
+  if (client.status === 'ready') {
+    try {
+      await client.quit();
+      return;
+    } catch {
+      // fall through to disconnect
+    }
+  }
+  client.disconnect(false);
+}

@@ -1,0 +1,79 @@
+// QuotaStore on Redis: one EVALSHA per acquire (scripts/token-bucket.lua) and one per settle
+// (scripts/settle.lua), both atomic, keys hash-tagged per tenant (keys.ts). Thread: main. Hot path: one
+// round trip each; the argument arrays are the only per-call allocation besides ioredis's own.
+// Clock: Redis TIME inside the scripts (ARGV now_ms = ''), so gateways with skewed clocks share one bucket
+// consistently. `clock` injects now_ms instead; tests use it to drive both backends through one timeline.
+// Failures (timeouts, disconnects) reject: resilient-quota-store.ts decides what they mean.
+import { readFileSync } from 'node:fs';
+import { DEFAULT_LEASE_DURATION_MS, toDecision } from './decision.ts';
+import { TenantKeyCache } from './keys.ts';
+import { closeRedisClient, defineScript, type RedisClient, type ScriptRunner } from './redis-client.ts';
+import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
+
+const ACQUIRE_LUA = readFileSync(new URL('./scripts/token-bucket.lua', import.meta.url), 'utf8');
+const SETTLE_LUA = readFileSync(new URL('./scripts/settle.lua', import.meta.url), 'utf8');
+
+export interface RedisQuotaStoreOptions {
+  /** First segment of every key (quota.key_prefix); tests use a unique one each. */
+  keyPrefix: string;
+  /** Lease lifetime without a settle (quota.lease_ttl_ms). */
+  leaseTtlMs: number;
+  /** Tests only: milliseconds since the epoch passed as now_ms instead of Redis TIME. */
+  clock?: () => number;
+  /** close() leaves the client open (default false: the store owns it). */
+  sharedClient?: boolean;
+}
+
+export class QuotaScriptReplyError extends Error {
+  override name = 'QuotaScriptReplyError';
+}
+
+export class RedisQuotaStore implements QuotaStore {
+  readonly client: RedisClient;
+  private readonly keys: TenantKeyCache;
+  private readonly leaseTtlMs: number;
+  private readonly clock: (() => number) | null;
+  private readonly sharedClient: boolean;
+  private readonly runAcquire: ScriptRunner;
+  private readonly runSettle: ScriptRunner;
+
+  constructor(client: RedisClient, opts: RedisQuotaStoreOptions) {
+    this.client = client;
+    this.keys = new TenantKeyCache(opts.keyPrefix);
+    this.leaseTtlMs = opts.leaseTtlMs;
+    this.clock = opts.clock ?? null;
+    this.sharedClient = opts.sharedClient ?? false;
+    this.runAcquire = defineScript(client, 'gwQuotaAcquire', ACQUIRE_LUA, 2);
+    this.runSettle = defineScript(client, 'gwQuotaSettle', SETTLE_LUA, 2);
+  }
+
+  async acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
+    const k = this.keys.get(tenant.name);
+    const reply = await this.runAcquire([k.bucket, k.leases], [
+      tenant.tokensPerSecond, tenant.burstTokens, costTokens, tenant.maxInflight, requestId, this.leaseTtlMs,
+      this.clock === null ? '' : this.clock(), DEFAULT_LEASE_DURATION_MS,
+    ]);
+    if (!Array.isArray(reply) || reply.length !== 6) throw new QuotaScriptReplyError(`unexpected acquire reply: ${String(reply)}`);
+    const r = reply as number[];
+    return toDecision(tenant, r[0] === 1, r[1]!, r[2]!, r[3]!, r[4]!, r[5]!, false);
+  }
+
+  async settle(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<void> {
+    await this.settleOnce(tenant, requestId, reservedTokens, usedTokens);
+  }
+
+  /** Settle, reporting whether this call was the one that settled (false: already settled, expired, unknown). */
+  async settleOnce(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<boolean> {
+    const k = this.keys.get(tenant.name);
+    const refund = reservedTokens > usedTokens ? reservedTokens - usedTokens : 0;
+    const reply = await this.runSettle([k.bucket, k.leases], [
+      tenant.tokensPerSecond, tenant.burstTokens, requestId, refund, this.leaseTtlMs,
+      this.clock === null ? '' : this.clock(),
+    ]);
+    return reply === 1;
+  }
+
+  async close(): Promise<void> {
+    if (!this.sharedClient) await closeRedisClient(this.client);
+  }
+}

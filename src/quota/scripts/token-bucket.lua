@@ -1,0 +1,97 @@
+-- token-bucket.lua: atomic admission of one request for one tenant (the quota store's acquire).
+-- Refills the token bucket, prunes expired concurrency leases, then either takes `cost` tokens and a lease
+-- named after the request id, or refuses with the reason and the milliseconds until it would succeed.
+--
+-- KEYS[1]  bucket HASH  {tokens = float tokens, ts = ms of last update, dur = EWMA of lease durations in ms}
+-- KEYS[2]  leases ZSET  member = request id, score = lease expiry in ms (same clock as ts)
+-- ARGV[1]  rate          tokens per second (float > 0)
+-- ARGV[2]  burst         bucket capacity in tokens (integer >= 1)
+-- ARGV[3]  cost          tokens to reserve: prompt tokens + max_tokens (integer >= 0)
+-- ARGV[4]  max_inflight  leases the tenant may hold at once (integer >= 1)
+-- ARGV[5]  request id    lease member; must be unique per request (gateway-generated)
+-- ARGV[6]  lease_ttl_ms  how long a lease lives without a settle (integer > 0)
+-- ARGV[7]  now_ms        '' = use Redis TIME (production); a number = injected clock (tests only)
+-- ARGV[8]  default_dur_ms lease duration assumed until the first settle has taught one (integer > 0)
+--
+-- Returns {admitted, reason, remaining_tokens, reset_ms, inflight, retry_ms}, all integers:
+--   admitted          1 = tokens and lease taken, 0 = refused (nothing taken)
+--   reason            0 = ok, 1 = tokens (rate_limit_exceeded), 2 = concurrency (concurrency_limit_exceeded)
+--   remaining_tokens  floor of the bucket after this call
+--   reset_ms          ms until the bucket is full again
+--   inflight          leases held after this call
+--   retry_ms          ms until this request would be admitted (0 when admitted). When cost > burst it can
+--                     never be admitted: reason 1 and retry_ms = ms until the bucket is full (see README).
+--
+-- Clock: Redis TIME, so every gateway sharing the bucket uses one clock whatever the skew between hosts.
+-- If TIME ever goes backwards (failover to a replica whose clock is behind), ts is kept and refill pauses.
+
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local max_inflight = tonumber(ARGV[4])
+local id = ARGV[5]
+local ttl = tonumber(ARGV[6])
+local now
+if ARGV[7] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+else
+  now = tonumber(ARGV[7])
+end
+
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'dur')
+local tokens = tonumber(b[1])
+local ts = tonumber(b[2])
+local dur = tonumber(b[3])
+if tokens == nil or ts == nil then
+  tokens = burst
+  ts = now
+end
+if now > ts then
+  tokens = tokens + (now - ts) * rate / 1000
+  ts = now
+end
+if tokens > burst then tokens = burst end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local inflight = redis.call('ZCARD', KEYS[2])
+-- A duplicate id already holds its slot; it is charged again but counted once (ids must be unique).
+local need_slot = 1
+if redis.call('ZSCORE', KEYS[2], id) then need_slot = 0 end
+
+local reset_ms = math.ceil((burst - tokens) * 1000 / rate)
+local token_wait = 0
+if cost > burst then
+  token_wait = math.max(reset_ms, 1)
+elseif tokens < cost then
+  token_wait = math.ceil((cost - tokens) * 1000 / rate)
+end
+
+local at_cap = need_slot == 1 and inflight >= max_inflight
+local lease_wait = 0
+if at_cap then
+  -- The (inflight - max_inflight + 1)-th earliest lease must end. Its expiry is a hard upper bound; the
+  -- estimate is the learned mean lease duration minus that lease's age, never past the bound.
+  local k = inflight - max_inflight
+  local r = redis.call('ZRANGE', KEYS[2], k, k, 'WITHSCORES')
+  local expiry = tonumber(r[2])
+  local started = expiry - ttl
+  local mean = dur or tonumber(ARGV[8])
+  lease_wait = math.ceil(math.min(expiry - now, math.max(0, started + mean - now)))
+end
+
+if token_wait > 0 then
+  return {0, 1, math.floor(tokens), reset_ms, inflight, math.max(token_wait, lease_wait)}
+end
+if at_cap then
+  return {0, 2, math.floor(tokens), reset_ms, inflight, lease_wait}
+end
+
+tokens = tokens - cost
+reset_ms = math.ceil((burst - tokens) * 1000 / rate)
+redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%.17g', ts))
+-- A bucket left alone refills to full; keeping it a minute past that costs little and spares clock edges.
+redis.call('PEXPIRE', KEYS[1], reset_ms + 60000)
+redis.call('ZADD', KEYS[2], now + ttl, id)
+if redis.call('PTTL', KEYS[2]) < ttl + 60000 then redis.call('PEXPIRE', KEYS[2], ttl + 60000) end
+return {1, 0, math.floor(tokens), reset_ms, inflight + need_slot, 0}
