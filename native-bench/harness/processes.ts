@@ -36,6 +36,8 @@ export interface SpawnOptions {
   cwd: string;
   logPath: string;
   env?: Readonly<Record<string, string>>;
+  /** Inherited variables to remove (e.g. REDIS_URL, which would switch the gateway's quota store). */
+  dropEnv?: readonly string[];
   /** `taskset -c <cpus>`: taskset execs the command, so the pid we hold is the target's own. */
   cpus?: string;
 }
@@ -43,7 +45,9 @@ export interface SpawnOptions {
 export function spawnLogged(o: SpawnOptions): Proc {
   const fd = openSync(o.logPath, 'a');
   const [command, args] = o.cpus ? ['taskset', ['-c', o.cpus, o.command, ...o.args]] : [o.command, [...o.args]];
-  const child = spawn(command, args, { cwd: o.cwd, env: { ...process.env, ...o.env }, stdio: ['ignore', fd, fd] });
+  const env: Record<string, string | undefined> = { ...process.env, ...o.env };
+  for (const k of o.dropEnv ?? []) delete env[k];
+  const child = spawn(command, args, { cwd: o.cwd, env, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   if (child.pid === undefined) throw new Error(`${o.name}: spawn ${command} failed`);
   let exited = child.exitCode !== null;

@@ -1,0 +1,195 @@
+// Relay scenario (issue 3): what does the gateway add on the request path compared with going straight to
+// a replica, and how does it compare with a tuned nginx in front of the same replicas?
+// Targets: direct (client round-robins over the mocks), gateway (round-robin policy, memory quota), nginx with
+// 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming JSON, concurrency 32.
+// Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
+// figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
+// Thread: bench main thread (the load generator); every target and each mock replica is its own process.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { BenchScenario } from '../types.ts';
+import { runLoad } from '../load/load-generator.ts';
+import type { LoadResult } from '../load/load-generator.ts';
+import { chatBody } from '../load/openai-bodies.ts';
+import { median } from '../load/percentiles.ts';
+import { startMockFleet } from '../harness/mock-fleet.ts';
+import { startGatewayProcess } from '../harness/gateway-process.ts';
+import { startNginx } from '../nginx/nginx-proxy.ts';
+import { topFrames } from '../harness/cpuprofile-top.ts';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+const MODEL = 'bench-model';
+const API_KEY = 'sk-bench-relay';
+
+interface Target {
+  name: string;
+  origins: string[];
+  /** Process trees whose CPU counts as "proxy CPU" (none for direct). */
+  proxyPids: number[];
+}
+
+interface Run {
+  round: number;
+  target: string;
+  result: LoadResult;
+}
+
+const fmt = (x: number, digits = 2): string => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+
+const relay: BenchScenario = async (args) => {
+  const { values } = parseArgs({
+    args,
+    options: {
+      requests: { type: 'string', default: '3000' },
+      'max-seconds': { type: 'string', default: '20' },
+      rounds: { type: 'string', default: '3' },
+      concurrency: { type: 'string', default: '32' },
+      replicas: { type: 'string', default: '2' },
+      profile: { type: 'string', default: 'tiny' },
+      'time-scale': { type: 'string', default: '0.01' },
+      'max-tokens': { type: 'string', default: '16' },
+      modes: { type: 'string', default: 'stream,json' },
+      targets: { type: 'string', default: 'direct,gateway,nginx,nginx-auto' },
+      pin: { type: 'boolean', default: false },
+      'cpu-prof': { type: 'boolean', default: false },
+      'keep-logs': { type: 'boolean', default: false },
+    },
+  });
+  const requests = Number(values.requests);
+  const rounds = Number(values.rounds);
+  const concurrency = Number(values.concurrency);
+  const maxTokens = Number(values['max-tokens']);
+  const wanted = values.targets.split(',');
+  const modes = values.modes.split(',').filter((m) => m === 'stream' || m === 'json');
+  // --pin: the proxy alone on CPU 1, the mocks on CPU 0 and this client wherever the scheduler puts it.
+  const proxyCpus = values.pin ? '1' : undefined;
+  const mockCpus = values.pin ? '0' : undefined;
+
+  const logDir = mkdtempSync(join(tmpdir(), 'expediter-relay-'));
+  const cpuProfDir = values['cpu-prof'] ? join(logDir, 'cpuprof') : undefined;
+  if (cpuProfDir) mkdirSync(cpuProfDir);
+  const stops: Array<() => Promise<void>> = [];
+  const notes: string[] = [];
+  const runs: Record<string, Run[]> = {};
+  const noise: Record<string, number> = {};
+  let profileSummary: ReturnType<typeof topFrames> | null = null;
+  try {
+    const fleet = await startMockFleet({
+      repoRoot, logDir, count: Number(values.replicas), model: MODEL, profile: values.profile,
+      timeScale: Number(values['time-scale']), cpus: mockCpus,
+    });
+    stops.push(fleet.stop);
+    const targets: Target[] = [];
+    if (wanted.includes('direct')) targets.push({ name: 'direct', origins: fleet.replicas.map((r) => r.url), proxyPids: [] });
+    if (wanted.includes('gateway')) {
+      const gw = await startGatewayProcess({
+        repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, cpus: proxyCpus, cpuProfDir,
+      });
+      stops.push(gw.stop);
+      targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
+    }
+    for (const [name, workers] of [['nginx', 1], ['nginx-auto', 'auto']] as const) {
+      if (!wanted.includes(name)) continue;
+      const ng = await startNginx({ upstreams: fleet.replicas.map((r) => r.hostPort), workerProcesses: workers, cpus: proxyCpus });
+      stops.push(ng.stop);
+      targets.push({ name, origins: [ng.url], proxyPids: [ng.proc.pid] });
+    }
+    const baseline = targets.find((t) => t.name === 'nginx') ?? targets[0];
+    if (!baseline) throw new Error('no targets');
+
+    for (const mode of modes) {
+      const stream = mode === 'stream';
+      const load = (t: Target): Promise<LoadResult> => runLoad({
+        origins: t.origins,
+        path: '/v1/chat/completions',
+        body: chatBody({ model: MODEL, maxTokens, stream }),
+        headers: { authorization: `Bearer ${API_KEY}` },
+        stream,
+        concurrency,
+        requests,
+        maxDurationMs: Number(values['max-seconds']) * 1000,
+        cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
+      });
+      // Noise floor: the baseline twice in a row; its req/s spread bounds what a ratio can claim.
+      const a = await load(baseline);
+      const b = await load(baseline);
+      noise[mode] = Math.abs(a.requestsPerSecond - b.requestsPerSecond) / ((a.requestsPerSecond + b.requestsPerSecond) / 2);
+      const list: Run[] = [];
+      for (let round = 0; round < rounds; round++) {
+        // Alternate the order each round so drift (thermal, neighbours) does not favour one target.
+        const order = round % 2 === 0 ? targets : [...targets].reverse();
+        for (const t of order) {
+          const result = await load(t);
+          list.push({ round, target: t.name, result });
+          console.error(`${mode} round ${round + 1}/${rounds} ${t.name}: ${fmt(result.requestsPerSecond, 0)} req/s, `
+            + `ttfb p50 ${fmt(result.ttfbMs.p50)} p99 ${fmt(result.ttfbMs.p99)} ms, errors ${result.errors}`
+            + (result.firstError ? ` (${result.firstError})` : ''));
+        }
+      }
+      runs[mode] = list;
+    }
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    if (cpuProfDir) {
+      const file = readdirSync(cpuProfDir).find((f) => f.endsWith('.cpuprofile'));
+      if (file) profileSummary = topFrames(join(cpuProfDir, file), 15);
+      notes.push(file ? `gateway CPU profile: ${join(cpuProfDir, file)}` : 'gateway wrote no CPU profile (did it exit on SIGTERM?)');
+    }
+    if (!values['keep-logs'] && !cpuProfDir) rmSync(logDir, { recursive: true, force: true });
+    else notes.push(`logs kept in ${logDir}`);
+  }
+
+  const columns = ['mode', 'target', 'req/s', 'ratio to nginx', 'TTFB p50 ms', 'TTFB p99 ms', 'added TTFB p50 ms',
+    'added TTFB p99 ms', 'proxy CPU µs/req', 'mock CPU µs/req', 'client CPU µs/req', 'frames/req', 'errors'];
+  const rows: Array<Array<string | number>> = [];
+  for (const [mode, list] of Object.entries(runs)) {
+    const names = [...new Set(list.map((r) => r.target))];
+    const of = (name: string): Run[] => list.filter((r) => r.target === name);
+    const med = (name: string, f: (r: LoadResult) => number): number => median(of(name).map((r) => f(r.result)));
+    const baseRps = med('nginx', (r) => r.requestsPerSecond);
+    // Added TTFB is paired per round with the direct run of the same round, then the median is taken.
+    const added = (name: string, f: (r: LoadResult) => number): number => {
+      const direct = of('direct');
+      if (direct.length === 0) return NaN;
+      return median(of(name).map((r) => f(r.result) - f((direct.find((d) => d.round === r.round) ?? direct[0] as Run).result)));
+    };
+    for (const name of names) {
+      rows.push([
+        mode, name,
+        fmt(med(name, (r) => r.requestsPerSecond), 0),
+        fmt(med(name, (r) => r.requestsPerSecond) / baseRps),
+        fmt(med(name, (r) => r.ttfbMs.p50)),
+        fmt(med(name, (r) => r.ttfbMs.p99)),
+        name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p50)),
+        name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p99)),
+        name === 'direct' ? '-' : fmt(med(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN), 0),
+        fmt(med(name, (r) => r.cpuMicrosPerRequest.mocks ?? NaN), 0),
+        fmt(med(name, (r) => r.clientCpuMicrosPerRequest), 0),
+        fmt(med(name, (r) => r.framesPerRequest), 1),
+        of(name).reduce((a, r) => a + r.result.errors, 0),
+      ]);
+    }
+  }
+  for (const [mode, n] of Object.entries(noise)) notes.push(`noise floor (${mode}): nginx vs nginx req/s differ by ${fmt(100 * n, 1)}%`);
+  notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
+    + `concurrency ${concurrency}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
+    + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
+  notes.push(values.pin ? 'pinned: proxy on CPU 1, mocks on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
+  notes.push('TTFB = time to the first body byte (the first SSE data frame when streaming); medians over rounds of per-run percentiles');
+  if (profileSummary) {
+    notes.push(`gateway profile top frames (self time, ${fmt(profileSummary.idlePct, 0)}% idle): `
+      + profileSummary.byFrame.slice(0, 10).map((f) => `${f.frame} ${fmt(f.selfPct, 1)}%`).join('; '));
+  }
+  return {
+    title: 'Relay: direct vs gateway vs nginx, concurrency ' + concurrency,
+    columns,
+    rows,
+    notes,
+    extra: { runs, noise, profile: profileSummary },
+  };
+};
+
+export default relay;
