@@ -1,0 +1,72 @@
+// Gauges whose values are pulled at scrape time from the components that own them (replica table, tokenizer
+// pool, pipeline) and from the main thread's event-loop delay monitor.
+// Thread: main. Never on the request path: each collect callback runs once per GET /metrics.
+// A source that is not set yet (component not started) reports nothing (labelled gauges) or 0 (scalars).
+import type { IntervalHistogram } from 'node:perf_hooks';
+import { Gauge, type Registry } from 'prom-client';
+import type { BoundedLabel } from './labels.ts';
+
+/** Pulled at scrape time; each is optional and may be set or replaced at any time. */
+export interface MetricSources {
+  replicaStalenessSeconds?: () => Iterable<[replicaId: string, seconds: number]>;
+  replicaUp?: () => Iterable<[replicaId: string, up: 0 | 1]>;
+  tokenizerQueueDepth?: () => number;
+  inflight?: () => number;
+  kvOccupancy?: () => Iterable<[pool: string, ratio: number]>;
+}
+
+export interface ScrapeGaugeContext {
+  readonly registry: Registry;
+  readonly sources: () => MetricSources;
+  readonly replicas: BoundedLabel;
+  readonly pools: BoundedLabel;
+  /** Reset by the caller after each scrape, so the gauges cover one scrape interval. */
+  readonly loopDelay: IntervalHistogram;
+}
+
+export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
+  const reg = ctx.registry;
+  const labelled = <L extends string>(
+    name: string, help: string, label: L, bound: BoundedLabel,
+    pick: () => (() => Iterable<[string, number]>) | undefined, merge: (a: number, b: number) => number,
+  ): void => {
+    const g: Gauge<L> = new Gauge({
+      name, help, labelNames: [label] as const, registers: [reg],
+      collect: () => {
+        g.reset();
+        const src = pick();
+        if (!src) return;
+        const byLabel = new Map<string, number>(); // unknown ids share "other": keep the worst value
+        for (const [id, v] of src()) {
+          const value = bound.label(id);
+          const prev = byLabel.get(value);
+          byLabel.set(value, prev === undefined ? v : merge(prev, v));
+        }
+        for (const [value, v] of byLabel) g.set({ [label]: value } as Record<L, string>, v);
+      },
+    });
+  };
+  labelled('gateway_replica_table_staleness_seconds', 'Age of the newest successful scrape in the replica table, per replica.',
+    'replica', ctx.replicas, () => ctx.sources().replicaStalenessSeconds, Math.max);
+  labelled('gateway_replica_up', '1 when the replica is healthy in the replica table, else 0.',
+    'replica', ctx.replicas, () => ctx.sources().replicaUp, Math.min);
+  labelled('gateway_pool_kv_occupancy_ratio', 'KV-cache block occupancy (0-1) of each pool, from the replica table.',
+    'pool', ctx.pools, () => ctx.sources().kvOccupancy, Math.max);
+
+  const scalar = (name: string, help: string, pick: () => (() => number) | undefined): void => {
+    const g: Gauge = new Gauge({ name, help, registers: [reg], collect: () => { const f = pick(); g.set(f ? f() : 0); } });
+  };
+  scalar('gateway_tokenizer_queue_depth', 'Tokenize tasks waiting for a tokenizer pool thread.', () => ctx.sources().tokenizerQueueDepth);
+  scalar('gateway_inflight_requests', 'Completion requests in flight in this gateway.', () => ctx.sources().inflight);
+
+  // Three gauges rather than one with a "quantile" label: promtool reserves that label for summaries.
+  const window = 'since the previous scrape (perf_hooks monitorEventLoopDelay, 10 ms resolution)';
+  const loop = (name: string, help: string, read: (h: IntervalHistogram) => number): void => {
+    const h = ctx.loopDelay;
+    // Percentiles of an empty histogram are meaningless: report 0.
+    const g: Gauge = new Gauge({ name, help, registers: [reg], collect: () => g.set(h.count > 0 ? read(h) / 1e9 : 0) });
+  };
+  loop('gateway_event_loop_delay_p50_seconds', `Median main-thread event-loop delay ${window}.`, (h) => h.percentile(50));
+  loop('gateway_event_loop_delay_p99_seconds', `p99 main-thread event-loop delay ${window}.`, (h) => h.percentile(99));
+  loop('gateway_event_loop_delay_max_seconds', `Largest main-thread event-loop delay ${window}.`, (h) => h.max);
+}
