@@ -65,3 +65,18 @@ export interface EngineSnapshot {
   /** The last 1,000 requests, newest last. */
   requests: Array<{ id: string; state: RequestPhase; adapter: string | null; prompt_tokens: number; cached_tokens: number; output_tokens: number }>;
 }
+
+/** The engine's resolved limits (profile defaults with EngineOptions overrides applied). */
+export interface EngineConfig {
+  profile: ProfileName;
+  numGpuBlocks: number;
+  blockSize: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  maxLoras: number;
+  /** Longest promptTokens + outputTokens accepted: the profile's, capped by the pool's (numGpuBlocks − 1) · blockSize. */
+  maxModelLen: number;
+  timeScale: number;
+}
+
+export type { EngineStats, HistogramSnapshot } from './stats.ts';

@@ -1,0 +1,151 @@
+// The KV block pool with vLLM V1's prefix cache (reference/vllm-facts.md §5.2; vllm/v1/core/block_pool.py):
+// every block preallocated, block 0 the reserved null block (usable = numBlocks − 1), a doubly linked free
+// queue with the LRU block at the head, a hash → block map for full blocks, reference counts. Allocation pops
+// the head and evicts its hash if it carries one; a prefix hit "touches" blocks (ref++ and out of the free
+// queue); free appends hashed blocks to the tail in reverse order (a request's most specific blocks are
+// evicted first) and puts hash-less blocks at the head (reused first), as current vLLM builds do.
+// Thread: main of the mock process. Hot path: O(1) per block allocated, touched or freed; typed arrays only.
+
+const NO_BLOCK = -1;
+
+export class BlockPool {
+  /** Including the null block 0. */
+  readonly numBlocks: number;
+  private readonly refCount: Int32Array;
+  /** The block's cache key, NaN when the block is not in the prefix cache. */
+  private readonly hashOf: Float64Array;
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
+  private readonly inFreeQueue: Uint8Array;
+  private head = NO_BLOCK;
+  private tail = NO_BLOCK;
+  private freeCount = 0;
+  private readonly cache = new Map<number, number>();
+  /** Cached blocks evicted to make room (a counter for tests and the state page). */
+  evictions = 0;
+
+  constructor(numBlocks: number) {
+    if (!Number.isInteger(numBlocks) || numBlocks < 2) throw new RangeError(`numBlocks must be an integer >= 2, got ${numBlocks}`);
+    this.numBlocks = numBlocks;
+    this.refCount = new Int32Array(numBlocks);
+    this.hashOf = new Float64Array(numBlocks).fill(NaN);
+    this.prev = new Int32Array(numBlocks).fill(NO_BLOCK);
+    this.next = new Int32Array(numBlocks).fill(NO_BLOCK);
+    this.inFreeQueue = new Uint8Array(numBlocks);
+    for (let id = 1; id < numBlocks; id++) this.appendTail(id);
+  }
+
+  /** Blocks a request can ever use: numBlocks − 1. */
+  get usableBlocks(): number {
+    return this.numBlocks - 1;
+  }
+
+  /** Blocks with ref count 0, cached or not: what allocation can take. */
+  get freeBlocks(): number {
+    return this.freeCount;
+  }
+
+  /** Blocks whose hash is in the prefix cache (referenced or not). */
+  get cachedBlocks(): number {
+    return this.cache.size;
+  }
+
+  /** Referenced blocks / usable blocks: vLLM's kv_cache_usage_perc (cached-but-free blocks count as free). */
+  usage(): number {
+    return 1 - this.freeCount / this.usableBlocks;
+  }
+
+  /** The block holding `hash`, or −1. */
+  lookup(hash: number): number {
+    return this.cache.get(hash) ?? NO_BLOCK;
+  }
+
+  refs(blockId: number): number {
+    return this.refCount[blockId]!;
+  }
+
+  /** Takes a reference on a cached block found by lookup(); pulls it out of the free queue if it was free. */
+  touch(blockId: number): void {
+    if (this.refCount[blockId]++ === 0) this.unlink(blockId);
+  }
+
+  /** A fresh block with ref count 1, evicting the LRU free block's hash if it has one; −1 when none is free. */
+  allocate(): number {
+    const id = this.head;
+    if (id === NO_BLOCK) return NO_BLOCK;
+    this.unlink(id);
+    const h = this.hashOf[id]!;
+    if (!Number.isNaN(h)) {
+      if (this.cache.get(h) === id) this.cache.delete(h);
+      this.hashOf[id] = NaN;
+      this.evictions++;
+    }
+    this.refCount[id] = 1;
+    return id;
+  }
+
+  /**
+   * Registers a full block under `hash`. When another block already holds that hash (two requests computed
+   * the same prefix at once), the map keeps the first and this block stays uncached, as in vLLM.
+   */
+  cacheBlock(blockId: number, hash: number): boolean {
+    if (!Number.isNaN(this.hashOf[blockId]!)) return false;
+    if (this.cache.has(hash)) return false;
+    this.cache.set(hash, blockId);
+    this.hashOf[blockId] = hash;
+    return true;
+  }
+
+  /** Drops one reference on each of `blockIds`, walking them last to first. */
+  free(blockIds: readonly number[]): void {
+    for (let i = blockIds.length - 1; i >= 0; i--) {
+      const id = blockIds[i]!;
+      const left = --this.refCount[id]!;
+      if (left > 0) continue;
+      if (left < 0) throw new Error(`block ${id} freed more often than referenced`);
+      if (Number.isNaN(this.hashOf[id]!)) this.prependHead(id);
+      else this.appendTail(id);
+    }
+  }
+
+  /** The free queue from LRU (head) to MRU (tail); for tests. */
+  freeQueue(): number[] {
+    const out: number[] = [];
+    for (let id = this.head; id !== NO_BLOCK; id = this.next[id]!) out.push(id);
+    return out;
+  }
+
+  private appendTail(id: number): void {
+    this.prev[id] = this.tail;
+    this.next[id] = NO_BLOCK;
+    if (this.tail === NO_BLOCK) this.head = id;
+    else this.next[this.tail] = id;
+    this.tail = id;
+    this.inFreeQueue[id] = 1;
+    this.freeCount++;
+  }
+
+  private prependHead(id: number): void {
+    this.next[id] = this.head;
+    this.prev[id] = NO_BLOCK;
+    if (this.head === NO_BLOCK) this.tail = id;
+    else this.prev[this.head] = id;
+    this.head = id;
+    this.inFreeQueue[id] = 1;
+    this.freeCount++;
+  }
+
+  private unlink(id: number): void {
+    if (this.inFreeQueue[id] === 0) throw new Error(`block ${id} is not in the free queue`);
+    const p = this.prev[id]!;
+    const n = this.next[id]!;
+    if (p === NO_BLOCK) this.head = n;
+    else this.next[p] = n;
+    if (n === NO_BLOCK) this.tail = p;
+    else this.prev[n] = p;
+    this.prev[id] = NO_BLOCK;
+    this.next[id] = NO_BLOCK;
+    this.inFreeQueue[id] = 0;
+    this.freeCount--;
+  }
+}

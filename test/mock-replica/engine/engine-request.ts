@@ -1,0 +1,90 @@
+// One request's state inside the mock engine, with the vLLM V1 token accounting the scheduler runs on:
+// numTokens = prompt + sampled output; a step computes up to numTokens − numComputedTokens of them; a token is
+// sampled when computation catches up. Also the chained block hashes of the request's token sequence: the
+// prompt's from the tokenizer, then synthetic ones chained from them for blocks that hold generated tokens.
+// Thread: main of the mock process. Hot path: fields are read per step per scheduled request; fixed shape.
+import type { EngineRequestEvents, EngineRequestSpec, RequestPhase } from './types.ts';
+
+export class EngineRequest {
+  readonly id: string;
+  readonly spec: EngineRequestSpec;
+  readonly events: EngineRequestEvents;
+  readonly adapter: string | null;
+  readonly promptTokens: number;
+  readonly outputTokens: number;
+  /** Distinguishes this request's synthetic (generated-token) block hashes from every other request's. */
+  private readonly salt: number;
+  /** How many leading blocks take their hash from spec.blockHashes. */
+  private readonly specBlocks: number;
+  private readonly syntheticHashes: number[] = [];
+
+  phase: RequestPhase = 'waiting';
+  numComputedTokens = 0;
+  /** Output tokens sampled so far. */
+  numOutputTokens = 0;
+  /** KV blocks held, in token order. */
+  readonly blockIds: number[] = [];
+  /** Leading blocks of blockIds already offered to the prefix cache. */
+  numHashedBlocks = 0;
+  cachedTokens = 0;
+  /** onFinish was called; nothing more is emitted. */
+  closed = false;
+  arrivalMs: number;
+  firstScheduledMs = NaN;
+  firstTokenMs = NaN;
+  lastTokenMs = NaN;
+
+  constructor(spec: EngineRequestSpec, events: EngineRequestEvents, blockSize: number, salt: number, arrivalMs: number) {
+    this.id = spec.id;
+    this.spec = spec;
+    this.events = events;
+    this.adapter = spec.adapter;
+    this.promptTokens = spec.promptTokens;
+    this.outputTokens = spec.outputTokens;
+    this.salt = salt;
+    this.specBlocks = Math.min(Math.floor(spec.promptTokens / blockSize), spec.blockHashes.length);
+    this.arrivalMs = arrivalMs;
+  }
+
+  get numTokens(): number {
+    return this.promptTokens + this.numOutputTokens;
+  }
+
+  get firstTokenSampled(): boolean {
+    return this.numOutputTokens > 0;
+  }
+
+  /** Cache key of block `index` of this request's token sequence (only asked for full blocks). */
+  blockHash(index: number): number {
+    if (index < this.specBlocks) return this.spec.blockHashes[index]!;
+    const k = index - this.specBlocks;
+    while (this.syntheticHashes.length <= k) {
+      const i = this.specBlocks + this.syntheticHashes.length;
+      const parent = i === 0 ? 0 : this.blockHash(i - 1);
+      this.syntheticHashes.push(chainHash(parent, this.salt, i));
+    }
+    return this.syntheticHashes[k]!;
+  }
+}
+
+/** murmur3's 32-bit finaliser. */
+function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
+ * A 53-bit integer hash of (parent hash, request salt, block index). Stands in for vLLM hashing a block of
+ * generated tokens; the values never collide with a tokenizer hash in practice and are never sent anywhere.
+ */
+function chainHash(parent: number, salt: number, index: number): number {
+  const lo = parent >>> 0;
+  const hi = Math.floor(parent / 4294967296) >>> 0;
+  const a = fmix32(lo ^ Math.imul(salt, 0x9e3779b1) ^ index);
+  const b = fmix32(hi ^ a ^ Math.imul(index + 1, 0x27d4eb2f) ^ salt);
+  return (b & 0x1fffff) * 4294967296 + fmix32(a ^ b);
+}

@@ -1,0 +1,439 @@
+// MockEngine: an I/O-free model of vLLM V1's EngineCore (reference/vllm-facts.md §5.2, §6, §7.4), driven by an
+// injectable Clock so the same code serves the HTTP mock in real time and a fleet simulator in virtual time.
+// Each step: schedule RUNNING requests (one decode token, or the rest of a prefill chunk), preempting the
+// newest running request by recompute when KV blocks run out; then, if nothing was preempted, admit WAITING
+// requests FCFS under max_num_seqs, the max_num_batched_tokens budget, the KV pool (prefix-cache hits are
+// free) and max_loras; the step lasts what profiles.ts says; at its end tokens are sampled and events fire.
+// Steps run only while there is work. Thread: main of the mock process. Hot path: yes, per step and per token;
+// no allocation per token beyond the callbacks' own.
+import { BlockPool } from './block-pool.ts';
+import { EngineRequest } from './engine-request.ts';
+import { PROFILES, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
+import { EngineHistograms, type EngineStats } from './stats.ts';
+import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
+
+/** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
+const CATCH_UP_LIMIT_MS = 20;
+const RECENT_REQUESTS = 1000;
+
+export class MockEngine {
+  readonly config: EngineConfig;
+  readonly profile: EngineProfile;
+  private readonly clock: Clock;
+  private readonly pool: BlockPool;
+  private readonly hist: EngineHistograms;
+  private readonly running: EngineRequest[] = [];
+  private waiting: EngineRequest[] = [];
+  private readonly live = new Map<string, EngineRequest>();
+  private readonly recent = new Map<string, EngineRequest>();
+  private readonly adapters = new Set<string>();
+  /** Adapters resident in a GPU LoRA slot → step of last admission (LRU). Moving one in costs adapterLoadMs. */
+  private readonly gpuAdapters = new Map<string, number>();
+
+  private stepTimer: unknown = null;
+  private inStepEnd = false;
+  private closed = false;
+  private stepSeq = 0;
+  private stepStartMs = 0;
+  private stepEndMs = 0;
+  private saltSeq = 0;
+  private readonly schedReqs: EngineRequest[] = [];
+  private readonly schedTokens: number[] = [];
+  private readonly hitIds: number[] = [];
+  private readonly shape: BatchShape = { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 };
+
+  private preemptions = 0;
+  private abortedCount = 0;
+  private completedCount = 0;
+  private promptTokensTotal = 0;
+  private generationTokensTotal = 0;
+  private prefixQueries = 0;
+  private prefixHits = 0;
+  private readonly success = { stop: 0, length: 0, abort: 0 };
+  /** Engine steps run (for tests and the bench). */
+  steps = 0;
+
+  constructor(opts: EngineOptions, clock: Clock) {
+    const profile = PROFILES[opts.profile];
+    if (!profile) throw new RangeError(`unknown profile ${String(opts.profile)}`);
+    const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
+      const x = v ?? dflt;
+      if (!Number.isInteger(x) || x < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${x}`);
+      return x;
+    };
+    const numGpuBlocks = int('numGpuBlocks', opts.numGpuBlocks, profile.numGpuBlocks, 2);
+    const blockSize = int('blockSize', opts.blockSize, profile.blockSize, 1);
+    const timeScale = opts.timeScale ?? 1;
+    if (!(timeScale > 0 && timeScale <= 1)) throw new RangeError(`timeScale must be in (0, 1], got ${timeScale}`);
+    this.config = Object.freeze({
+      profile: profile.name,
+      numGpuBlocks,
+      blockSize,
+      maxNumSeqs: int('maxNumSeqs', opts.maxNumSeqs, profile.maxNumSeqs, 1),
+      maxNumBatchedTokens: int('maxNumBatchedTokens', opts.maxNumBatchedTokens, profile.maxNumBatchedTokens, 1),
+      maxLoras: int('maxLoras', opts.maxLoras, profile.maxLoras, 1),
+      maxModelLen: Math.min(profile.maxModelLen, (numGpuBlocks - 1) * blockSize),
+      timeScale,
+    });
+    this.profile = profile;
+    this.clock = clock;
+    this.pool = new BlockPool(numGpuBlocks);
+    this.hist = new EngineHistograms(this.config.maxModelLen);
+    for (const name of opts.loras ?? []) this.adapters.add(name);
+  }
+
+  /** Queues a request. Throws on a caller bug: duplicate live id, lengths out of range, engine closed. */
+  add(spec: EngineRequestSpec, events: EngineRequestEvents): void {
+    if (this.closed) throw new Error('MockEngine is closed');
+    if (this.live.has(spec.id)) throw new Error(`request id ${spec.id} is already in the engine`);
+    if (!Number.isInteger(spec.promptTokens) || spec.promptTokens < 1) throw new RangeError(`promptTokens must be >= 1, got ${spec.promptTokens}`);
+    if (!Number.isInteger(spec.outputTokens) || spec.outputTokens < 1) throw new RangeError(`outputTokens must be >= 1, got ${spec.outputTokens}`);
+    if (spec.promptTokens + spec.outputTokens > this.config.maxModelLen) {
+      throw new RangeError(`promptTokens + outputTokens = ${spec.promptTokens + spec.outputTokens} exceeds maxModelLen ${this.config.maxModelLen}`);
+    }
+    const req = new EngineRequest(spec, events, this.config.blockSize, ++this.saltSeq, this.clock.now());
+    this.waiting.push(req);
+    this.live.set(req.id, req);
+    this.recent.delete(req.id);
+    this.recent.set(req.id, req);
+    if (this.recent.size > RECENT_REQUESTS) this.recent.delete(this.recent.keys().next().value!);
+    this.maybeStartStep();
+  }
+
+  /** Removes a waiting or running request and frees its blocks now; calls its onFinish('abort') synchronously. */
+  abort(id: string): boolean {
+    const req = this.live.get(id);
+    if (!req) return false;
+    const list = req.phase === 'running' ? this.running : this.waiting;
+    const at = list.indexOf(req);
+    if (at >= 0) list.splice(at, 1);
+    this.release(req);
+    req.phase = 'aborted';
+    this.abortedCount++;
+    this.recordFinish(req, 'abort', this.clock.now());
+    req.closed = true;
+    req.events.onFinish('abort');
+    this.maybeStartStep();
+    return true;
+  }
+
+  loadAdapter(name: string): 'ok' | 'exists' {
+    if (this.adapters.has(name)) return 'exists';
+    this.adapters.add(name);
+    return 'ok';
+  }
+
+  /** Unregisters the adapter; requests already queued or running with it carry on, as in vLLM. */
+  unloadAdapter(name: string): 'ok' | 'missing' {
+    if (!this.adapters.delete(name)) return 'missing';
+    if (!this.running.some((r) => r.adapter === name)) this.gpuAdapters.delete(name);
+    return 'ok';
+  }
+
+  /**
+   * The /_mock/state view. total_blocks = num_gpu_blocks (null block included); free_blocks = blocks with no
+   * reference (cached ones included), so kv_cache_usage_perc = 1 − free_blocks / (total_blocks − 1);
+   * cached_blocks = blocks whose hash is in the prefix cache, referenced or not.
+   */
+  snapshot(): EngineSnapshot {
+    const requests: EngineSnapshot['requests'] = [];
+    for (const r of this.recent.values()) {
+      requests.push({
+        id: r.id, state: r.phase, adapter: r.adapter, prompt_tokens: r.promptTokens,
+        cached_tokens: r.cachedTokens, output_tokens: r.numOutputTokens,
+      });
+    }
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length,
+      free_blocks: this.pool.freeBlocks,
+      total_blocks: this.config.numGpuBlocks,
+      cached_blocks: this.pool.cachedBlocks,
+      preemptions: this.preemptions,
+      aborted: this.abortedCount,
+      completed: this.completedCount,
+      loaded_adapters: [...this.adapters],
+      requests,
+    };
+  }
+
+  stats(): EngineStats {
+    const runningLoras = new Set<string>();
+    for (const r of this.running) if (r.adapter !== null) runningLoras.add(r.adapter);
+    const waitingLoras = new Set<string>();
+    for (const r of this.waiting) if (r.adapter !== null) waitingLoras.add(r.adapter);
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length,
+      kv_cache_usage_perc: this.pool.usage(),
+      num_preemptions_total: this.preemptions,
+      prompt_tokens_total: this.promptTokensTotal,
+      generation_tokens_total: this.generationTokensTotal,
+      request_success_total: { ...this.success },
+      prefix_cache_queries_total: this.prefixQueries,
+      prefix_cache_hits_total: this.prefixHits,
+      lora: { max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras] },
+      histograms: this.hist.snapshot(),
+    };
+  }
+
+  /** Stops stepping and aborts every request still in the engine (each gets onFinish('abort')). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.stepTimer !== null) this.clock.clearTimer(this.stepTimer);
+    this.stepTimer = null;
+    for (const id of [...this.live.keys()]) this.abort(id);
+  }
+
+  private hasWork(): boolean {
+    return this.running.length > 0 || this.waiting.length > 0;
+  }
+
+  private maybeStartStep(): void {
+    if (this.stepTimer !== null || this.inStepEnd || this.closed || !this.hasWork()) return;
+    this.startStep(this.clock.now());
+  }
+
+  private startStep(startMs: number): void {
+    this.stepStartMs = startMs;
+    // A step that only preempted (its last candidate preempted itself) schedules again at once, as vLLM's
+    // next step would; a second empty pass means nothing can run until an add or abort changes that.
+    if (this.schedule() && this.schedReqs.length === 0) this.schedule();
+    if (this.schedReqs.length === 0) return;
+    const durationMs = stepDurationMs(this.profile, this.shape) * this.config.timeScale;
+    this.stepEndMs = startMs + durationMs;
+    this.stepTimer = this.clock.setTimer(this.stepEndMs - this.clock.now(), this.onStepEnd);
+  }
+
+  private readonly onStepEnd = (): void => {
+    this.stepTimer = null;
+    if (this.closed) return;
+    const endMs = this.stepEndMs;
+    this.inStepEnd = true;
+    try {
+      this.finishStep(endMs);
+    } finally {
+      this.inStepEnd = false;
+    }
+    if (this.stepTimer !== null || this.closed || !this.hasWork()) return;
+    const nowMs = this.clock.now();
+    this.startStep(nowMs - endMs <= CATCH_UP_LIMIT_MS ? endMs : nowMs);
+  };
+
+  /** Builds this step's batch into schedReqs/schedTokens/shape (vLLM Scheduler.schedule); true if it preempted. */
+  private schedule(): boolean {
+    const { blockSize, maxNumSeqs, maxLoras } = this.config;
+    this.schedReqs.length = 0;
+    this.schedTokens.length = 0;
+    const s = this.shape;
+    s.scheduledSeqs = s.contextTokens = s.prefillTokens = s.attentionSquares = s.adaptersLoaded = 0;
+    this.stepSeq++;
+    let budget = this.config.maxNumBatchedTokens;
+    let preempted = false;
+
+    const running = this.running;
+    for (let i = 0; i < running.length && budget > 0; i++) {
+      const req = running[i]!;
+      const numNew = Math.min(req.numTokens - req.numComputedTokens, budget);
+      let fits = this.grow(req, numNew);
+      while (!fits) {
+        const victim = running.pop()!;
+        this.preempt(victim);
+        preempted = true;
+        if (victim === req) break;
+        fits = this.grow(req, numNew);
+      }
+      if (!fits) break;
+      this.addToBatch(req, numNew);
+      budget -= numNew;
+    }
+    if (preempted) return true; // vLLM admits nothing in a step that had to preempt
+
+    const runningLoras = new Set<string>();
+    for (const r of running) if (r.adapter !== null) runningLoras.add(r.adapter);
+    let admitted = false;
+    const waiting = this.waiting;
+    const pool = this.pool;
+    for (let w = 0; w < waiting.length && budget > 0 && running.length < maxNumSeqs; w++) {
+      const req = waiting[w]!;
+      const adapter = req.adapter;
+      // Head-of-line per adapter: skipped, stays queued in place, later requests may still go (§4).
+      if (adapter !== null && !runningLoras.has(adapter) && runningLoras.size >= maxLoras) continue;
+
+      const hitIds = this.hitIds;
+      hitIds.length = 0;
+      const maxHitBlocks = Math.floor((req.numTokens - 1) / blockSize);
+      let hitsToTouchFree = 0;
+      while (hitIds.length < maxHitBlocks) {
+        const id = pool.lookup(req.blockHash(hitIds.length));
+        if (id < 0) break;
+        hitIds.push(id);
+        if (pool.refs(id) === 0) hitsToTouchFree++;
+      }
+      const hitTokens = hitIds.length * blockSize;
+      const numNew = Math.min(req.numTokens - hitTokens, budget);
+      const newBlocks = Math.ceil((hitTokens + numNew) / blockSize) - hitIds.length;
+      if (newBlocks + hitsToTouchFree > pool.freeBlocks) break; // FCFS: nobody overtakes a request that does not fit
+
+      for (const id of hitIds) {
+        pool.touch(id);
+        req.blockIds.push(id);
+      }
+      req.numHashedBlocks = hitIds.length;
+      req.numComputedTokens = hitTokens;
+      this.allocate(req, newBlocks);
+      this.prefixQueries += req.numTokens;
+      this.prefixHits += hitTokens;
+      if (!req.firstTokenSampled) req.cachedTokens = hitTokens;
+      if (Number.isNaN(req.firstScheduledMs)) req.firstScheduledMs = Math.max(this.stepStartMs, req.arrivalMs);
+      if (adapter !== null) {
+        runningLoras.add(adapter);
+        if (!this.gpuAdapters.has(adapter)) this.freeGpuSlot(runningLoras);
+        this.gpuAdapters.set(adapter, this.stepSeq);
+      }
+      req.phase = 'running';
+      running.push(req);
+      admitted = true;
+      this.addToBatch(req, numNew);
+      budget -= numNew;
+    }
+    if (admitted) this.waiting = waiting.filter((r) => r.phase === 'waiting' || r.phase === 'preempted');
+    return false;
+  }
+
+  /** Makes room for `numNew` more computed tokens; false when the pool cannot (the caller preempts). */
+  private grow(req: EngineRequest, numNew: number): boolean {
+    const need = Math.ceil((req.numComputedTokens + numNew) / this.config.blockSize) - req.blockIds.length;
+    if (need > this.pool.freeBlocks) return false;
+    this.allocate(req, need);
+    return true;
+  }
+
+  /** Appends `count` fresh blocks (evicting LRU cached ones); addToBatch offers the filled ones to the cache. */
+  private allocate(req: EngineRequest, count: number): void {
+    for (let i = 0; i < count; i++) req.blockIds.push(this.pool.allocate());
+  }
+
+  private addToBatch(req: EngineRequest, numNew: number): void {
+    this.schedReqs.push(req);
+    this.schedTokens.push(numNew);
+    const s = this.shape;
+    const a = req.numComputedTokens;
+    const b = a + numNew;
+    s.scheduledSeqs++;
+    s.contextTokens += a;
+    if (numNew === 1 && a >= req.promptTokens && req.firstTokenSampled) {
+      // decode: cost is in weight/KV reads and perSeqMs
+    } else {
+      s.prefillTokens += numNew;
+      s.attentionSquares += b * b - a * a;
+    }
+    // vLLM caches full blocks at allocation time, as soon as the tokens that fill them are scheduled.
+    const fullBlocks = Math.floor(b / this.config.blockSize);
+    for (let i = req.numHashedBlocks; i < fullBlocks; i++) this.pool.cacheBlock(req.blockIds[i]!, req.blockHash(i));
+    if (fullBlocks > req.numHashedBlocks) req.numHashedBlocks = fullBlocks;
+  }
+
+  /** Makes room in the GPU LoRA slots (evicting the LRU adapter no running request uses) and charges the load. */
+  private freeGpuSlot(inUse: ReadonlySet<string>): void {
+    if (this.gpuAdapters.size >= this.config.maxLoras) {
+      let lru: string | null = null;
+      let lruStep = Infinity;
+      for (const [name, step] of this.gpuAdapters) {
+        if (!inUse.has(name) && step < lruStep) {
+          lru = name;
+          lruStep = step;
+        }
+      }
+      if (lru !== null) this.gpuAdapters.delete(lru);
+    }
+    this.shape.adaptersLoaded++;
+  }
+
+  private preempt(req: EngineRequest): void {
+    this.release(req);
+    req.phase = 'preempted';
+    this.waiting.unshift(req);
+    this.preemptions++;
+  }
+
+  /** Frees the request's blocks (hashes kept: they stay prefix-cache hits until evicted) and resets progress. */
+  private release(req: EngineRequest): void {
+    this.pool.free(req.blockIds);
+    req.blockIds.length = 0;
+    req.numHashedBlocks = 0;
+    req.numComputedTokens = 0;
+  }
+
+  /** Applies the step that ends at `endMs`: computed tokens, sampling, finishes; then fires the events. */
+  private finishStep(endMs: number): void {
+    this.steps++;
+    const reqs = this.schedReqs;
+    const tokens = this.schedTokens;
+    let iterationTokens = 0;
+    let finishedAny = false;
+    // Pass 1: state. Event handlers may call add/abort, so none runs until the engine is consistent.
+    const sampled: EngineRequest[] = [];
+    const sampledIndex: number[] = [];
+    for (let i = 0; i < reqs.length; i++) {
+      const req = reqs[i]!;
+      const n = tokens[i]!;
+      iterationTokens += n;
+      if (req.phase !== 'running') continue; // aborted during the step
+      req.numComputedTokens += n;
+      if (req.numComputedTokens < req.numTokens) continue; // a prefill chunk that is not the last
+      const index = req.numOutputTokens++;
+      this.generationTokensTotal++;
+      if (index === 0) {
+        req.firstTokenMs = endMs;
+        this.promptTokensTotal += req.promptTokens;
+        this.hist.ttft.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
+      } else {
+        this.hist.itl.observe((endMs - req.lastTokenMs) / 1000);
+      }
+      req.lastTokenMs = endMs;
+      if (req.numOutputTokens === req.outputTokens) {
+        req.phase = 'finished';
+        this.live.delete(req.id);
+        this.release(req);
+        this.completedCount++;
+        this.recordFinish(req, req.spec.finishReason, endMs);
+        finishedAny = true;
+      }
+      sampled.push(req);
+      sampledIndex.push(index);
+    }
+    this.hist.iterationTokens.observe(iterationTokens);
+    if (finishedAny) {
+      let k = 0;
+      for (const r of this.running) if (r.phase === 'running') this.running[k++] = r;
+      this.running.length = k;
+    }
+    // Pass 2: events, in batch order; a request aborted by an earlier handler gets nothing more.
+    for (let i = 0; i < sampled.length; i++) {
+      const req = sampled[i]!;
+      const index = sampledIndex[i]!;
+      if (index === 0 && !req.closed) req.events.onFirstToken({ cachedTokens: req.cachedTokens });
+      if (!req.closed) req.events.onToken(index);
+      if (req.phase === 'finished' && !req.closed) {
+        req.closed = true;
+        req.events.onFinish(req.spec.finishReason);
+      }
+    }
+  }
+
+  private recordFinish(req: EngineRequest, reason: 'stop' | 'length' | 'abort', endMs: number): void {
+    const h = this.hist;
+    this.success[reason]++;
+    h.e2e.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
+    h.promptTokens.observe(req.promptTokens);
+    h.generationTokens.observe(req.numOutputTokens);
+    if (!req.firstTokenSampled) return;
+    h.queue.observe((req.firstScheduledMs - req.arrivalMs) / 1000);
+    h.prefill.observe(Math.max(0, req.firstTokenMs - req.firstScheduledMs) / 1000);
+    h.decode.observe((req.lastTokenMs - req.firstTokenMs) / 1000);
+    h.inference.observe(Math.max(0, req.lastTokenMs - req.firstScheduledMs) / 1000);
+    if (req.numOutputTokens > 1) h.tpot.observe((req.lastTokenMs - req.firstTokenMs) / 1000 / (req.numOutputTokens - 1));
+  }
+}
