@@ -1,0 +1,158 @@
+// Chat templates rendered as vLLM renders them, as a list of per-message text segments.
+// Thread: any (acceptor or tokenize worker). Hot path: one string concat per message, no regex.
+// Why segments: every segment starts with a special token (<|begin_of_text|>/<|start_header_id|> or
+// <|im_start|>) and the text between two specials never crosses a segment boundary, so
+// tokens(join(segments)) == concat(tokens(segment)). The per-message token cache (phase 2) relies on it;
+// test/unit/tokenize/chat-template.test.ts and prompt.test.ts check it on a corpus.
+//
+// llama3.1 follows the Llama 3.1 Instruct tokenizer_config.json template as vLLM applies it with
+// add_generation_prompt=true, no tools, no date_string (so "26 Jul 2024"):
+//  - the first message is pulled out as the system message when its role is "system" (content trimmed);
+//    the system turn is always emitted, opening with the knowledge-cutoff and date lines;
+//  - other turns: <|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>;
+//  - an assistant turn with tool_calls renders the single call as {"name": ..., "parameters": ...};
+//  - tool/ipython turns use the "ipython" header and tojson(content) (a string is "iterable" in Jinja, so
+//    it is JSON-quoted), untrimmed.
+// Content arrays are reduced as vLLM does for "string"-format templates: text parts joined with "\n";
+// null content is "". `trim` is Python's str.strip() (its whitespace set differs from JS's trim()).
+// Not modelled: request-level `tools` (the tool preamble), continue_final_message, chat_template_kwargs.
+
+export interface ChatContentPart {
+  type: string;
+  text?: string;
+}
+
+export interface ChatToolCall {
+  id?: string;
+  type?: string;
+  function: { name: string; arguments: string | Record<string, unknown> };
+}
+
+export interface ChatMessage {
+  role: string;
+  content?: string | ChatContentPart[] | null;
+  tool_calls?: ChatToolCall[] | null;
+  name?: string;
+  tool_call_id?: string;
+}
+
+export type ChatTemplateName = 'llama3.1' | 'chatml';
+
+const LLAMA_SYSTEM_PREAMBLE = 'Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n';
+const LLAMA_GENERATION_PROMPT = '<|start_header_id|>assistant<|end_header_id|>\n\n';
+const CHATML_GENERATION_PROMPT = '<|im_start|>assistant\n';
+
+/** Message content as the template sees it: a string, text parts joined with "\n", or "" for null. */
+export function contentText(content: ChatMessage['content']): string {
+  if (typeof content === 'string') return content;
+  if (content === null || content === undefined) return '';
+  let out = '';
+  let first = true;
+  for (const part of content) {
+    if (part.type !== 'text') continue;
+    out = first ? (part.text ?? '') : `${out}\n${part.text ?? ''}`;
+    first = false;
+  }
+  return out;
+}
+
+// Python's str.isspace() set: JS's String.prototype.trim() also strips U+FEFF and misses U+001C-U+001F, U+0085.
+const PY_WHITESPACE = new Set([
+  0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001, 0x2002,
+  0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000,
+]);
+
+/** Jinja's `trim` filter, i.e. Python's str.strip() with no argument. */
+export function pythonStrip(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && PY_WHITESPACE.has(text.charCodeAt(start))) start++;
+  while (end > start && PY_WHITESPACE.has(text.charCodeAt(end - 1))) end--;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
+}
+
+/**
+ * The `tojson` filter of transformers' chat-template environment: json.dumps(x, ensure_ascii=False) with
+ * Python's default separators (", " and ": "), keys in insertion order.
+ */
+export function pythonToJson(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity';
+    // JSON.parse gives no int/float distinction; integral values print as Python ints.
+    return JSON.stringify(value);
+  }
+  if (typeof value === 'boolean') return value ? 'true' : 'false';
+  if (Array.isArray(value)) return `[${value.map(pythonToJson).join(', ')}]`;
+  if (typeof value === 'object') {
+    const parts: string[] = [];
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) parts.push(`${JSON.stringify(k)}: ${pythonToJson(v)}`);
+    return `{${parts.join(', ')}}`;
+  }
+  return JSON.stringify(String(value));
+}
+
+/** vLLM json.loads() the arguments string of an assistant tool call before rendering; a bad string stays a string. */
+function toolArguments(args: string | Record<string, unknown>): unknown {
+  if (typeof args !== 'string') return args;
+  try {
+    return JSON.parse(args) as unknown;
+  } catch {
+    return args;
+  }
+}
+
+function llamaTurn(message: ChatMessage): string {
+  const role = message.role;
+  if (role === 'tool' || role === 'ipython') {
+    // Jinja: a string is `iterable`, so string content goes through tojson too.
+    return `<|start_header_id|>ipython<|end_header_id|>\n\n${pythonToJson(contentText(message.content))}<|eot_id|>`;
+  }
+  if (message.tool_calls !== undefined && message.tool_calls !== null) {
+    if (message.tool_calls.length !== 1) throw new Error('This model only supports single tool-calls at once!');
+    const call = (message.tool_calls[0] as ChatToolCall).function;
+    return `<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "${call.name}", "parameters": ${pythonToJson(toolArguments(call.arguments))}}<|eot_id|>`;
+  }
+  return `<|start_header_id|>${role}<|end_header_id|>\n\n${pythonStrip(contentText(message.content))}<|eot_id|>`;
+}
+
+/**
+ * Llama 3.1 Instruct: [system segment, one segment per remaining message, generation prompt].
+ * The first segment holds <|begin_of_text|> and the whole system turn.
+ */
+export function renderLlama31Segments(messages: readonly ChatMessage[]): string[] {
+  const segments: string[] = [];
+  let first = 0;
+  let systemText = '';
+  if (messages.length > 0 && (messages[0] as ChatMessage).role === 'system') {
+    systemText = pythonStrip(contentText((messages[0] as ChatMessage).content));
+    first = 1;
+  }
+  segments.push(`<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n${LLAMA_SYSTEM_PREAMBLE}${systemText}<|eot_id|>`);
+  for (let i = first; i < messages.length; i++) segments.push(llamaTurn(messages[i] as ChatMessage));
+  segments.push(LLAMA_GENERATION_PROMPT);
+  return segments;
+}
+
+/** ChatML (<|im_start|>role\ncontent<|im_end|>\n), no system default, content untrimmed. */
+export function renderChatmlSegments(messages: readonly ChatMessage[]): string[] {
+  const segments: string[] = [];
+  for (const message of messages) segments.push(`<|im_start|>${message.role}\n${contentText(message.content)}<|im_end|>\n`);
+  segments.push(CHATML_GENERATION_PROMPT);
+  return segments;
+}
+
+export function renderChatSegments(template: ChatTemplateName, messages: readonly ChatMessage[]): string[] {
+  switch (template) {
+    case 'llama3.1':
+      return renderLlama31Segments(messages);
+    case 'chatml':
+      return renderChatmlSegments(messages);
+  }
+}
+
+/** The whole prompt text, as vLLM hands it to the tokenizer (add_special_tokens=False). */
+export function renderChat(template: ChatTemplateName, messages: readonly ChatMessage[]): string {
+  return renderChatSegments(template, messages).join('');
+}

@@ -1,0 +1,44 @@
+// Prompt token ids exactly as vLLM computes them, for chat and completions requests.
+// Thread: any (gateway acceptor, tokenize worker, mock replica). Hot path: the tokenizer call dominates.
+// Pure functions, no cache: the cached path (phase 2, prompt-tokenizer.ts) must give the same ids, and
+// test/unit/tokenize/prompt.test.ts holds it to these.
+import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
+import type { TextTokenizer } from './tokenizer.ts';
+
+/** Concatenates token arrays into one Uint32Array. */
+export function concatTokens(parts: readonly Uint32Array[]): Uint32Array {
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = new Uint32Array(length);
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
+/**
+ * Chat prompt: the template's rendered text tokenized with special-token parsing and no added BOS (the
+ * template writes <|begin_of_text|> itself; vLLM passes add_special_tokens=False). Tokenized segment by
+ * segment, which equals tokenizing the joined text (see chat-template.ts).
+ */
+export function chatPromptTokens(tokenizer: TextTokenizer, template: ChatTemplateName, messages: readonly ChatMessage[]): Uint32Array {
+  const segments = renderChatSegments(template, messages);
+  return concatTokens(segments.map((s) => tokenizer.encodeWithSpecials(s)));
+}
+
+/**
+ * Completions prompt: a string is tokenized with add_special_tokens=True (BOS first when the model has
+ * one, special-token text parsed, so a prompt that already starts with <|begin_of_text|> gets two, as in
+ * vLLM); a token-id array is taken as is.
+ */
+export function completionPromptTokens(tokenizer: TextTokenizer, prompt: string | readonly number[]): Uint32Array {
+  if (typeof prompt !== 'string') return Uint32Array.from(prompt);
+  const body = tokenizer.encodeWithSpecials(prompt);
+  if (tokenizer.bosId === null) return body;
+  const out = new Uint32Array(body.length + 1);
+  out[0] = tokenizer.bosId;
+  out.set(body, 1);
+  return out;
+}
