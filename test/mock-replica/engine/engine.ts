@@ -107,6 +107,7 @@ export class MockEngine {
     const list = req.phase === 'running' ? this.running : this.waiting;
     const at = list.indexOf(req);
     if (at >= 0) list.splice(at, 1);
+    this.live.delete(id);
     this.release(req);
     req.phase = 'aborted';
     this.abortedCount++;
