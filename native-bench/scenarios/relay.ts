@@ -80,6 +80,9 @@ const relay: BenchScenario = async (args) => {
     const fleet = await startMockFleet({
       repoRoot, logDir, count: Number(values.replicas), model: MODEL, profile: values.profile,
       timeScale: Number(values['time-scale']), cpus: mockCpus,
+      // Room for every stream at once (c=32 over round-robin can put more than tiny's 16 seqs on one replica),
+      // so the mock never queues and the proxy is what differs between targets.
+      extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
     });
     stops.push(fleet.stop);
     const targets: Target[] = [];
@@ -143,7 +146,7 @@ const relay: BenchScenario = async (args) => {
   }
 
   const columns = ['mode', 'target', 'req/s', 'ratio to nginx', 'TTFB p50 ms', 'TTFB p99 ms', 'added TTFB p50 ms',
-    'added TTFB p99 ms', 'proxy CPU µs/req', 'mock CPU µs/req', 'client CPU µs/req', 'frames/req', 'errors'];
+    'added TTFB p99 ms', 'proxy CPU µs/req', 'proxy req/s per core', 'mock CPU µs/req', 'client CPU µs/req', 'frames/req', 'errors'];
   const rows: Array<Array<string | number>> = [];
   for (const [mode, list] of Object.entries(runs)) {
     const names = [...new Set(list.map((r) => r.target))];
@@ -166,6 +169,7 @@ const relay: BenchScenario = async (args) => {
         name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p50)),
         name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p99)),
         name === 'direct' ? '-' : fmt(med(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN), 0),
+        name === 'direct' ? '-' : fmt(1e6 / med(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN), 0),
         fmt(med(name, (r) => r.cpuMicrosPerRequest.mocks ?? NaN), 0),
         fmt(med(name, (r) => r.clientCpuMicrosPerRequest), 0),
         fmt(med(name, (r) => r.framesPerRequest), 1),
@@ -178,6 +182,8 @@ const relay: BenchScenario = async (args) => {
     + `concurrency ${concurrency}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
   notes.push(values.pin ? 'pinned: proxy on CPU 1, mocks on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
+  notes.push('proxy req/s per core = 1e6 / proxy CPU µs per request: the ceiling of a proxy on one core, independent of '
+    + 'the mock and client sharing the box (for nginx auto it is per core summed over workers)');
   notes.push('TTFB = time to the first body byte (the first SSE data frame when streaming); medians over rounds of per-run percentiles');
   if (profileSummary) {
     notes.push(`gateway profile top frames (self time, ${fmt(profileSummary.idlePct, 0)}% idle): `
