@@ -10,7 +10,7 @@ import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
 import { PacedWriter } from './paced-writer.ts';
 import { promptTokens } from './prompt-tokens.ts';
-import type { ReplicaMetrics, RequestTimes } from './replica-metrics.ts';
+import type { ReplicaMetrics } from './replica-metrics.ts';
 import { DONE_FRAME, StreamFrames, completionId, errorFrame, fullResponseBody } from './sse-frames.ts';
 import { ErrorType, VllmError, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
 
@@ -35,7 +35,6 @@ export interface HandlerContext {
   adapters: ReadonlySet<string>;
   /** Ids of requests in the engine right now, so a reused X-Request-Id does not collide. */
   activeIds: Set<string>;
-  now(): number;
 }
 
 export function sendJson(res: ServerResponse, status: number, body: string): void {
@@ -57,7 +56,6 @@ function requestBase(req: IncomingMessage, activeIds: Set<string>): string {
 }
 
 export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req: IncomingMessage, res: ServerResponse, rawBody: string, fault: FaultSpec): void {
-  const arrivalMs = ctx.now();
   if (fault.mode === 'hang') return; // accepted, never a byte; the socket stays open until the client leaves
   if (fault.mode === 'error_before_first_token') {
     const type = fault.status === 503 ? ErrorType.ServiceUnavailable : fault.status >= 500 ? ErrorType.Internal : ErrorType.BadRequest;
@@ -87,7 +85,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   const base = requestBase(req, ctx.activeIds);
   const id = completionId(kind, base);
   const createdSeconds = Math.floor(Date.now() / 1000);
-  const times: RequestTimes = { arrivalMs, firstTokenMs: 0, lastTokenMs: 0, promptTokens: promptLen, cachedTokens: 0, generatedTokens: 0, maxTokensParam: maxTokens };
+  const times = { cachedTokens: 0, generatedTokens: 0 };
   let finished = false;
   const dieAfter = fault.mode === 'die_mid_stream' ? fault.after_tokens : -1;
   const delayMs = fault.mode === 'slow' ? fault.delay_ms : 0;
@@ -97,22 +95,16 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   };
   res.on('close', abortEngine);
 
+  // Latency histograms and token counters live in the engine (same timestamps as the frames below).
   const common = {
-    onFinishStats(reason: 'stop' | 'length' | 'abort'): void {
+    onFinishStats(_reason: 'stop' | 'length' | 'abort'): void {
       finished = true;
       ctx.activeIds.delete(base);
-      ctx.metrics.onFinish(reason, times, ctx.now());
     },
     onFirst(cachedTokens: number): void {
-      const nowMs = ctx.now();
-      times.firstTokenMs = nowMs;
       times.cachedTokens = cachedTokens;
-      ctx.metrics.onFirstToken(promptLen, cachedTokens, (nowMs - arrivalMs) / 1000);
     },
     onTok(index: number): void {
-      const nowMs = ctx.now();
-      ctx.metrics.onToken(index === 0 ? -1 : (nowMs - times.lastTokenMs) / 1000);
-      times.lastTokenMs = nowMs;
       times.generatedTokens = index + 1;
     },
   };
@@ -173,5 +165,6 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
     };
   }
   ctx.activeIds.add(base);
+  ctx.metrics.observeMaxTokens(maxTokens);
   ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
 }

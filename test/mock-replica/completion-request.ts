@@ -5,14 +5,10 @@
 // Fidelity: the fields the mock acts on are validated with vLLM's messages; other OpenAI fields are accepted
 // and ignored (vLLM would apply them to sampling). `n` > 1 and several prompts in one completions request
 // are rejected with a 400 (vLLM supports them; the mock does not).
+import type { ChatMessage } from '../../src/tokenize/chat-template.ts';
 import { badRequest, validationError, type VllmError } from './vllm-errors.ts';
 
 export type CompletionKind = 'chat' | 'completion';
-
-export interface ChatMessage {
-  role: string;
-  content: string;
-}
 
 export interface CompletionRequest {
   kind: CompletionKind;
@@ -52,20 +48,16 @@ function optionalBool(body: Body, field: string, dflt: boolean): boolean | VllmE
   return v;
 }
 
-/** Message content: a string, or OpenAI text parts joined with newlines (as vLLM's parser does). */
-function messageContent(v: unknown, i: number): string | VllmError {
-  if (v === undefined || v === null) return '';
-  if (typeof v === 'string') return v;
+/** Message content: null, a string, or OpenAI text parts (the template joins them with newlines). */
+function checkContent(v: unknown, i: number): VllmError | null {
+  if (v === undefined || v === null || typeof v === 'string') return null;
   if (Array.isArray(v)) {
-    const parts: string[] = [];
     for (const p of v) {
-      if (p && typeof p === 'object' && (p as Body).type === 'text' && typeof (p as Body).text === 'string') {
-        parts.push((p as Body).text as string);
-      } else {
+      if (!p || typeof p !== 'object' || (p as Body).type !== 'text' || typeof (p as Body).text !== 'string') {
         return validationError('value_error', ['body', 'messages', i, 'content'], 'the mock supports text content parts only');
       }
     }
-    return parts.join('\n');
+    return null;
   }
   return validationError('string_type', ['body', 'messages', i, 'content'], 'Input should be a valid string');
 }
@@ -79,9 +71,9 @@ function parseMessages(v: unknown): ChatMessage[] | VllmError {
     if (!m || typeof m !== 'object' || typeof m.role !== 'string') {
       return validationError('missing', ['body', 'messages', i, 'role'], 'Field required');
     }
-    const content = messageContent(m.content, i);
-    if (typeof content !== 'string') return content;
-    out.push({ role: m.role, content });
+    const err = checkContent(m.content, i);
+    if (err !== null) return err;
+    out.push(m as unknown as ChatMessage);
   }
   return out;
 }

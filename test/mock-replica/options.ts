@@ -11,7 +11,7 @@ export interface MockOptions extends EngineOptions {
   host?: string;
   /** Served model name (default meta-llama/Llama-3.1-8B-Instruct). */
   model?: string;
-  /** Context length (default 131072, as Llama 3.1's config). */
+  /** Context length (default: the profile's, 131072 for 8B, 16384 for 70B TP2, 2048 for tiny). */
   maxModelLen?: number;
   /** Seed mixed into every output (default 0). */
   seed?: number;
@@ -22,4 +22,3 @@ export interface MockOptions extends EngineOptions {
 }
 
 export const DEFAULT_MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
-export const DEFAULT_MAX_MODEL_LEN = 131072;

@@ -2,6 +2,7 @@
 // Python repr via floatToGoString, labels sorted, counters as `_total` plus a separate `_created` gauge
 // family, histograms as `_bucket` … `+Inf`, `_count`, `_sum`, then `_created`. Thread: main (mock process).
 // Per scrape only; cost is string building proportional to the number of series.
+import type { HistogramSnapshot } from './engine/stats.ts';
 
 /** Python's repr(float) (shortest round-trip, exponent when exp < -4 or >= 16). */
 export function pyRepr(x: number): string {
@@ -76,56 +77,18 @@ export class PromWriter {
     for (const [l] of series) this.sample(`${name}_created`, l, createdSeconds);
   }
 
-  histogram(name: string, help: string, labels: Record<string, string>, h: Histogram): void {
+  /** `h.counts` are cumulative (counts[i] = observations <= buckets[i]). */
+  histogram(name: string, help: string, labels: Record<string, string>, h: HistogramSnapshot, createdSeconds: number): void {
     this.header(name, help, 'histogram');
-    let cumulative = 0;
-    for (let i = 0; i < h.bounds.length; i++) {
-      cumulative += h.counts[i]!;
-      this.sample(`${name}_bucket`, { ...labels, le: goFloat(h.bounds[i]!) }, cumulative);
-    }
+    for (let i = 0; i < h.buckets.length; i++) this.sample(`${name}_bucket`, { ...labels, le: goFloat(h.buckets[i]!) }, h.counts[i]!);
     this.sample(`${name}_bucket`, { ...labels, le: '+Inf' }, h.count);
     this.sample(`${name}_count`, labels, h.count);
     this.sample(`${name}_sum`, labels, h.sum);
     this.header(`${name}_created`, help, 'gauge');
-    this.sample(`${name}_created`, labels, h.createdSeconds);
+    this.sample(`${name}_created`, labels, createdSeconds);
   }
 
   text(): string {
     return this.out;
-  }
-}
-
-/** A cumulative histogram with fixed upper bounds (non-cumulative counts kept per bucket). */
-export class Histogram {
-  readonly counts: Float64Array;
-  count = 0;
-  sum = 0;
-
-  constructor(readonly bounds: readonly number[], readonly createdSeconds: number) {
-    this.counts = new Float64Array(bounds.length);
-  }
-
-  observe(v: number): void {
-    this.count++;
-    this.sum += v;
-    const b = this.bounds;
-    for (let i = 0; i < b.length; i++) {
-      if (v <= b[i]!) {
-        this.counts[i]!++;
-        return;
-      }
-    }
-  }
-}
-
-/** vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, … ≤ max. */
-export function buckets125(max: number): number[] {
-  const out: number[] = [];
-  for (let exp = 0; ; exp++) {
-    for (const m of [1, 2, 5]) {
-      const v = m * 10 ** exp;
-      if (v > max) return out;
-      out.push(v);
-    }
   }
 }

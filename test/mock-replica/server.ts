@@ -8,14 +8,15 @@ import type { AddressInfo } from 'node:net';
 import { handleCompletion, sendError, sendJson, type HandlerContext } from './completion-handler.ts';
 import type { CompletionRequest } from './completion-request.ts';
 import { FaultState } from './faults.ts';
-import { MockEngine, RealClock } from './interim-engine.ts';
-import { DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, type MockOptions } from './options.ts';
+import { RealClock } from './engine/clocks.ts';
+import { MockEngine } from './engine/engine.ts';
+import { DEFAULT_MODEL, type MockOptions } from './options.ts';
 import { initPromptTokens, promptTokens } from './prompt-tokens.ts';
 import { ReplicaMetrics } from './replica-metrics.ts';
 import { ErrorType, VllmError, badRequest } from './vllm-errors.ts';
 
 export type { MockOptions } from './options.ts';
-export { MockEngine } from './interim-engine.ts';
+export { MockEngine } from './engine/engine.ts';
 
 export interface MockReplica {
   url: string;
@@ -68,9 +69,14 @@ function parseJsonObject(raw: string): Record<string, unknown> | null {
 export async function startMockReplica(opts: MockOptions): Promise<MockReplica> {
   await initPromptTokens();
   const modelName = opts.model ?? DEFAULT_MODEL;
-  const maxModelLen = opts.maxModelLen ?? DEFAULT_MAX_MODEL_LEN;
   const engine = new MockEngine(opts, new RealClock());
-  const blockSize = opts.blockSize ?? 16;
+  const { blockSize, numGpuBlocks } = engine.config;
+  // vLLM refuses to start when max_model_len does not fit the KV pool; so does the mock.
+  const maxModelLen = opts.maxModelLen ?? engine.config.maxModelLen;
+  if (maxModelLen > engine.config.maxModelLen) {
+    engine.close();
+    throw new Error(`max_model_len ${maxModelLen} exceeds what profile ${opts.profile} with ${numGpuBlocks} blocks accepts (${engine.config.maxModelLen} tokens)`);
+  }
   const adapterPaths = new Map<string, string>();
   for (const name of opts.loras ?? []) adapterPaths.set(name, `/adapters/${name}`);
   const adapters = new Set(adapterPaths.keys());
@@ -79,8 +85,8 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     modelName,
     maxModelLen,
     blockSize,
-    numGpuBlocks: engine.snapshot().total_blocks,
-    maxLoras: loraEnabled ? (opts.maxLoras ?? 1) : null,
+    numGpuBlocks,
+    loraEnabled,
     legacyMetrics: opts.legacyMetrics ?? false,
   });
   const faults = new FaultState();
@@ -94,7 +100,6 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     metrics,
     adapters,
     activeIds: new Set(),
-    now: () => performance.now(),
   };
 
   const modelCard = (id: string, root: string, parent: string | null, maxLen: number | null): Record<string, unknown> => ({
@@ -146,7 +151,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       case 'GET /version':
         return sendJson(res, 200, JSON.stringify({ version: VLLM_VERSION }));
       case 'GET /metrics': {
-        const text = metrics.render(engine.snapshot());
+        const text = metrics.render(engine.stats());
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
         return;
@@ -261,7 +266,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     port,
     engine,
     close: async () => {
-      for (const id of [...ctx.activeIds]) engine.abort(id);
+      engine.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
