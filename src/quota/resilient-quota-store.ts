@@ -82,6 +82,7 @@ export class ResilientQuotaStore implements QuotaStore {
     this.breakerCooldownMs = opts.breakerCooldownMs ?? 1000;
     this.onStateChange = opts.onStateChange ?? (() => undefined);
     primary.client.on('ready', this.onReady);
+    primary.client.on('close', this.onClose);
     this.replayTimer = setInterval(this.onReady, opts.replayIntervalMs ?? 1000);
     this.replayTimer.unref();
   }
@@ -119,6 +120,7 @@ export class ResilientQuotaStore implements QuotaStore {
     this.closed = true;
     clearInterval(this.replayTimer);
     this.primary.client.off('ready', this.onReady);
+    this.primary.client.off('close', this.onClose);
     if (this.pending.size > 0 && isRedisReady(this.primary.client)) await this.replay();
     await this.primary.close();
     await this.local?.close();
@@ -170,6 +172,13 @@ export class ResilientQuotaStore implements QuotaStore {
     }
     this.pending.set(requestId, { tenant, reservedTokens, usedTokens });
   }
+
+  private readonly onClose = (): void => {
+    if (this.up && !this.closed) {
+      this.up = false;
+      this.onStateChange(false, 'connection closed');
+    }
+  };
 
   private readonly onReady = (): void => {
     if (this.pending.size > 0 && !this.replaying && !this.closed && this.redisUsable()) void this.replay();
