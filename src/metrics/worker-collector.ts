@@ -22,6 +22,7 @@ export class WorkerCollector {
     if (this.channel) {
       this.channel.unref();
       this.channel.onmessage = (ev: unknown) => this.onMessage((ev as { data?: MetricsChannelMessage }).data);
+      this.post(0); // workers started before us announce themselves
     }
   }
 
@@ -35,8 +36,12 @@ export class WorkerCollector {
     if (!this.channel || this.pending) return Promise.resolve();
     const waiting = new Set<string>();
     for (const [id, n] of this.missed) if (n < MAX_MISSED) waiting.add(id);
-    if (waiting.size === 0) return Promise.resolve();
     const seq = ++this.seq;
+    // Always ask: a worker we have not heard from yet answers too, and is waited for from the next scrape on.
+    if (waiting.size === 0) {
+      this.post(seq);
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -46,9 +51,13 @@ export class WorkerCollector {
       };
       const timer = setTimeout(done, this.timeoutMs);
       this.pending = { seq, waiting, done };
-      const msg: MetricsChannelMessage = { type: 'collect', seq };
-      this.channel!.postMessage(msg);
+      this.post(seq);
     });
+  }
+
+  private post(seq: number): void {
+    const msg: MetricsChannelMessage = { type: 'collect', seq };
+    this.channel?.postMessage(msg);
   }
 
   close(): void {

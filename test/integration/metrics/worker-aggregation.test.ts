@@ -1,0 +1,75 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import { parseConfig } from '../../../src/config/load.ts';
+import { GatewayMetrics } from '../../../src/metrics/metrics.ts';
+import { parseExposition, valueOf } from '../../unit/metrics/prom-text.ts';
+
+const cfg = parseConfig({ pools: [{ id: '8b', model: 'm', replicas: [{ id: '8b-1', url: 'http://127.0.0.1:1' }] }] });
+const workerUrl = new URL('./metrics-worker.ts', import.meta.url);
+const tsxApi = import.meta.resolve('tsx/esm/api');
+
+async function startWorker(id: string): Promise<Worker> {
+  // A worker started from a .ts URL fails on Node 20 before tsx's hooks load (--import in execArgv does not
+  // help), so a tiny eval bootstrap loads the entry through tsx's tsImport.
+  const boot = `import(${JSON.stringify(tsxApi)}).then(({ tsImport }) => tsImport(${JSON.stringify(workerUrl.href)}, ${JSON.stringify(import.meta.url)}))`;
+  const w = new Worker(boot, { eval: true, workerData: { id } });
+  await once(w, 'online');
+  return w;
+}
+
+async function record(w: Worker, tokenized: number, scraped: number): Promise<void> {
+  w.postMessage({ tokenized, scraped });
+  await once(w, 'message');
+}
+
+void test('render merges every worker thread registry into one page that promtool accepts', async (t) => {
+  const m = new GatewayMetrics(cfg, { workerCollectTimeoutMs: 2000 });
+  t.after(() => m.close());
+  const a = await startWorker('tokenizer-1');
+  const b = await startWorker('poller');
+  t.after(() => Promise.all([a.terminate(), b.terminate()]));
+  await record(a, 3, 0);
+  await record(b, 0, 5);
+  m.thread.tokenizeInline.observe(0.0004);
+
+  await m.render(); // first scrape: workers announce themselves
+  let s = parseExposition(await m.render());
+  assert.equal(valueOf(s, 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 3);
+  assert.equal(valueOf(s, 'gateway_tokenize_duration_seconds_count', { kind: 'inline' }), 1);
+  assert.equal(valueOf(s, 'gateway_replica_scrapes_total', { result: 'ok' }), 5);
+  assert.equal(valueOf(s, 'gateway_replica_scrape_duration_seconds_bucket', { le: '0.005' }), 5);
+
+  // The next scrape pulls fresh numbers (no push interval configured): both workers add and it sums.
+  await record(a, 2, 0);
+  await record(b, 1, 1);
+  const page = await m.render();
+  s = parseExposition(page);
+  assert.equal(valueOf(s, 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 6);
+  assert.equal(valueOf(s, 'gateway_replica_scrapes_total', { result: 'ok' }), 6);
+  assert.equal(valueOf(s, 'gateway_process_start_time_seconds') !== undefined, true, 'main-thread process metrics survive the merge');
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: page, encoding: 'utf8' });
+  assert.equal(`${r.stdout}${r.stderr}`.trim(), '');
+  assert.equal(r.status, 0);
+});
+
+void test('a dead worker keeps its last counts and stops delaying scrapes', async (t) => {
+  const m = new GatewayMetrics(cfg, { workerCollectTimeoutMs: 300 });
+  t.after(() => m.close());
+  const w = await startWorker('short-lived');
+  await record(w, 4, 0);
+  await m.render();
+  assert.equal(valueOf(parseExposition(await m.render()), 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 4);
+  await w.terminate();
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    const s = parseExposition(await m.render());
+    times.push(performance.now() - t0);
+    assert.equal(valueOf(s, 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 4, 'counters never go backwards');
+  }
+  assert.ok(times.slice(0, 3).every((ms) => ms >= 250), `waited for the missing worker first: ${times.join(', ')}`);
+  assert.ok(times.slice(3).every((ms) => ms < 250), `then stopped waiting: ${times.join(', ')}`);
+});
