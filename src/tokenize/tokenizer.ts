@@ -1,13 +1,16 @@
-// Text tokenizers by name: Llama 3 (tiktoken BPE over the Llama 3 ranks in data/llama3.tiktoken.gz, exact
-// against the reference llama3-tokenizer-js), and OpenAI's cl100k_base / o200k_base.
+// Text tokenizers by name: Llama 3 (BPE over the Llama 3 ranks in data/llama3.tiktoken.gz, exact against the
+// reference llama3-tokenizer-js), and OpenAI's cl100k_base / o200k_base.
 // Thread: any (main acceptor for small prompts, Piscina workers for the rest); each thread builds its own
-// instances lazily, once per name (about 250 ms and 40 MB of WASM heap for Llama 3), then caches them.
+// instances lazily, once per name (~0.6 s and ~40 MB of WASM heap for Llama 3), then caches them.
 // Hot path: encode*() is the per-request cost (see src/tokenize/README.md for the measured tokens/s).
-// Why tiktoken's WASM BPE and not the reference JS: same ids on the corpus, measured faster (README).
+// Which implementation, by measurement (README): llama3 and cl100k_base use SplitBpeTokenizer (JS split +
+// piece cache, tiktoken for misses), ~10x faster warm than tiktoken alone, which is ~3x faster than the
+// reference JS package; o200k_base (a different split pattern) uses tiktoken directly.
 // This folder is the only importer of @dqbd/tiktoken.
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Tiktoken, get_encoding } from '@dqbd/tiktoken';
+import { LLAMA3_JS_SPLIT, SplitBpeTokenizer } from './split-bpe.ts';
 
 export type TokenizerName = 'llama3' | 'cl100k_base' | 'o200k_base';
 
@@ -15,8 +18,11 @@ export interface TextTokenizer {
   readonly name: TokenizerName;
   /** Special-token text (e.g. "<|eot_id|>") is encoded as plain text. */
   encodeOrdinary(text: string): Uint32Array;
-  /** Every special token's text becomes its special id, as HF tokenizers do for added special tokens. */
-  encodeWithSpecials(text: string): Uint32Array;
+  /**
+   * Every special token's text becomes its special id, as HF tokenizers do for added special tokens.
+   * `shouldStop` is polled during long inputs; when it returns true the call throws an AbortError.
+   */
+  encodeWithSpecials(text: string, shouldStop?: (() => boolean) | null): Uint32Array;
   decode(ids: ArrayLike<number>): string;
   /** Id of the begin-of-sequence token a completions prompt starts with, or null when the model adds none. */
   readonly bosId: number | null;
@@ -67,10 +73,13 @@ class TiktokenTextTokenizer implements TextTokenizer {
   private readonly specials: Map<string, number>;
   private readonly utf8 = new TextDecoder('utf-8');
 
+  readonly specialTable: Readonly<Record<string, number>>;
+
   constructor(name: TokenizerName, encoder: Tiktoken, specials: Record<string, number>, bosId: number | null) {
     this.name = name;
     this.encoder = encoder;
     this.specials = new Map(Object.entries(specials));
+    this.specialTable = specials;
     this.bosId = bosId;
   }
 
@@ -95,14 +104,14 @@ class TiktokenTextTokenizer implements TextTokenizer {
   }
 }
 
-function buildLlama3(): TextTokenizer {
+function buildLlama3(): TiktokenTextTokenizer {
   const ranksGz = readFileSync(new URL('./data/llama3.tiktoken.gz', import.meta.url));
   const specials = llama3SpecialTokens();
   const encoder = new Tiktoken(gunzipSync(ranksGz).toString('latin1'), specials, LLAMA3_SPLIT_PATTERN);
   return new TiktokenTextTokenizer('llama3', encoder, specials, specials['<|begin_of_text|>'] ?? null);
 }
 
-function buildOpenAi(name: 'cl100k_base' | 'o200k_base'): TextTokenizer {
+function buildOpenAi(name: 'cl100k_base' | 'o200k_base'): TiktokenTextTokenizer {
   const extra = CHATML_SPECIALS[name];
   const encoder = get_encoding(name, extra);
   const specials: Record<string, number> = { ...extra };
@@ -121,14 +130,31 @@ function specialsOf(encoder: Tiktoken): Array<[string, number]> {
   return out;
 }
 
-const cache = new Map<TokenizerName, TextTokenizer>();
+const tiktokenCache = new Map<TokenizerName, TiktokenTextTokenizer>();
+const fastCache = new Map<TokenizerName, TextTokenizer>();
+
+/** tiktoken alone (no JS split, no piece cache): the exactness baseline for tests and benchmarks. */
+export function getTiktokenTokenizer(name: TokenizerName): TextTokenizer {
+  return tiktokenOf(name);
+}
+
+function tiktokenOf(name: TokenizerName): TiktokenTextTokenizer {
+  let tokenizer = tiktokenCache.get(name);
+  if (tokenizer === undefined) {
+    tokenizer = name === 'llama3' ? buildLlama3() : buildOpenAi(name);
+    tiktokenCache.set(name, tokenizer);
+  }
+  return tokenizer;
+}
 
 /** Built once per name per thread, then cached for the life of the thread (the WASM heap is never freed). */
 export function getTokenizer(name: TokenizerName): TextTokenizer {
-  let tokenizer = cache.get(name);
+  let tokenizer = fastCache.get(name);
   if (tokenizer === undefined) {
-    tokenizer = name === 'llama3' ? buildLlama3() : buildOpenAi(name);
-    cache.set(name, tokenizer);
+    const bpe = tiktokenOf(name);
+    // llama3 and cl100k_base share one split pattern; o200k_base's is different and stays on tiktoken.
+    tokenizer = name === 'o200k_base' ? bpe : new SplitBpeTokenizer(bpe, LLAMA3_JS_SPLIT, bpe.specialTable);
+    fastCache.set(name, tokenizer);
   }
   return tokenizer;
 }
