@@ -11,33 +11,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { BenchScenario } from '../types.ts';
-import { runLoad } from '../load/load-generator.ts';
-import type { LoadResult } from '../load/load-generator.ts';
 import { chatBody } from '../load/openai-bodies.ts';
-import { median } from '../load/percentiles.ts';
 import { startMockFleet } from '../harness/mock-fleet.ts';
 import { startGatewayProcess } from '../harness/gateway-process.ts';
 import { startNginx } from '../nginx/nginx-proxy.ts';
 import { topFrames } from '../harness/cpuprofile-top.ts';
+import { fmt, runRounds, RoundsView } from '../harness/rounds.ts';
+import type { BenchTarget, RoundRun } from '../harness/rounds.ts';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'bench-model';
 const API_KEY = 'sk-bench-relay';
-
-interface Target {
-  name: string;
-  origins: string[];
-  /** Process trees whose CPU counts as "proxy CPU" (none for direct). */
-  proxyPids: number[];
-}
-
-interface Run {
-  round: number;
-  target: string;
-  result: LoadResult;
-}
-
-const fmt = (x: number, digits = 2): string => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
 
 const relay: BenchScenario = async (args) => {
   const { values } = parseArgs({
@@ -73,7 +57,7 @@ const relay: BenchScenario = async (args) => {
   if (cpuProfDir) mkdirSync(cpuProfDir);
   const stops: Array<() => Promise<void>> = [];
   const notes: string[] = [];
-  const runs: Record<string, Run[]> = {};
+  const runs: Record<string, RoundRun[]> = {};
   const noise: Record<string, number> = {};
   let profileSummary: ReturnType<typeof topFrames> | null = null;
   try {
@@ -85,7 +69,7 @@ const relay: BenchScenario = async (args) => {
       extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
     });
     stops.push(fleet.stop);
-    const targets: Target[] = [];
+    const targets: BenchTarget[] = [];
     if (wanted.includes('direct')) targets.push({ name: 'direct', origins: fleet.replicas.map((r) => r.url), proxyPids: [] });
     if (wanted.includes('gateway')) {
       const gw = await startGatewayProcess({
@@ -105,39 +89,26 @@ const relay: BenchScenario = async (args) => {
 
     for (const mode of modes) {
       const stream = mode === 'stream';
-      const load = (t: Target): Promise<LoadResult> => runLoad({
-        origins: t.origins,
+      const body = chatBody({ model: MODEL, maxTokens, stream });
+      const outcome = await runRounds(targets, baseline, rounds, (t) => ({
         path: '/v1/chat/completions',
-        body: chatBody({ model: MODEL, maxTokens, stream }),
+        body,
         headers: { authorization: `Bearer ${API_KEY}` },
         stream,
         concurrency,
         requests,
         maxDurationMs: Number(values['max-seconds']) * 1000,
         cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
-      });
-      // Noise floor: the baseline twice in a row; its req/s spread bounds what a ratio can claim.
-      const a = await load(baseline);
-      const b = await load(baseline);
-      noise[mode] = Math.abs(a.requestsPerSecond - b.requestsPerSecond) / ((a.requestsPerSecond + b.requestsPerSecond) / 2);
-      const list: Run[] = [];
-      for (let round = 0; round < rounds; round++) {
-        // Alternate the order each round so drift (thermal, neighbours) does not favour one target.
-        const order = round % 2 === 0 ? targets : [...targets].reverse();
-        for (const t of order) {
-          const result = await load(t);
-          list.push({ round, target: t.name, result });
-          console.error(`${mode} round ${round + 1}/${rounds} ${t.name}: ${fmt(result.requestsPerSecond, 0)} req/s, `
-            + `ttfb p50 ${fmt(result.ttfbMs.p50)} p99 ${fmt(result.ttfbMs.p99)} ms, errors ${result.errors}`
-            + (result.firstError ? ` (${result.firstError})` : ''));
-        }
-      }
-      runs[mode] = list;
+      }), mode);
+      runs[mode] = outcome.runs;
+      noise[mode] = outcome.noise;
     }
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     if (cpuProfDir) {
-      const file = readdirSync(cpuProfDir).find((f) => f.endsWith('.cpuprofile'));
+      // CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile: thread 0 is the acceptor (main) thread.
+      const files = readdirSync(cpuProfDir).filter((f) => f.endsWith('.cpuprofile'));
+      const file = files.find((f) => f.split('.')[4] === '0') ?? files[0];
       if (file) profileSummary = topFrames(join(cpuProfDir, file), 15);
       notes.push(file ? `gateway CPU profile: ${join(cpuProfDir, file)}` : 'gateway wrote no CPU profile (did it exit on SIGTERM?)');
     }
@@ -149,31 +120,24 @@ const relay: BenchScenario = async (args) => {
     'added TTFB p99 ms', 'proxy CPU µs/req', 'proxy req/s per core', 'mock CPU µs/req', 'client CPU µs/req', 'frames/req', 'errors'];
   const rows: Array<Array<string | number>> = [];
   for (const [mode, list] of Object.entries(runs)) {
-    const names = [...new Set(list.map((r) => r.target))];
-    const of = (name: string): Run[] => list.filter((r) => r.target === name);
-    const med = (name: string, f: (r: LoadResult) => number): number => median(of(name).map((r) => f(r.result)));
-    const baseRps = med('nginx', (r) => r.requestsPerSecond);
-    // Added TTFB is paired per round with the direct run of the same round, then the median is taken.
-    const added = (name: string, f: (r: LoadResult) => number): number => {
-      const direct = of('direct');
-      if (direct.length === 0) return NaN;
-      return median(of(name).map((r) => f(r.result) - f((direct.find((d) => d.round === r.round) ?? direct[0] as Run).result)));
-    };
-    for (const name of names) {
+    const v = new RoundsView(list);
+    for (const name of v.targets()) {
+      const proxied = name !== 'direct';
+      const proxyCpu = v.median(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN);
       rows.push([
         mode, name,
-        fmt(med(name, (r) => r.requestsPerSecond), 0),
-        fmt(med(name, (r) => r.requestsPerSecond) / baseRps),
-        fmt(med(name, (r) => r.ttfbMs.p50)),
-        fmt(med(name, (r) => r.ttfbMs.p99)),
-        name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p50)),
-        name === 'direct' ? '-' : fmt(added(name, (r) => r.ttfbMs.p99)),
-        name === 'direct' ? '-' : fmt(med(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN), 0),
-        name === 'direct' ? '-' : fmt(1e6 / med(name, (r) => r.cpuMicrosPerRequest.proxy ?? NaN), 0),
-        fmt(med(name, (r) => r.cpuMicrosPerRequest.mocks ?? NaN), 0),
-        fmt(med(name, (r) => r.clientCpuMicrosPerRequest), 0),
-        fmt(med(name, (r) => r.framesPerRequest), 1),
-        of(name).reduce((a, r) => a + r.result.errors, 0),
+        fmt(v.median(name, (r) => r.requestsPerSecond), 0),
+        fmt(v.pairedRatio(name, 'nginx', (r) => r.requestsPerSecond)),
+        fmt(v.median(name, (r) => r.ttfbMs.p50)),
+        fmt(v.median(name, (r) => r.ttfbMs.p99)),
+        proxied ? fmt(v.pairedDelta(name, 'direct', (r) => r.ttfbMs.p50)) : '-',
+        proxied ? fmt(v.pairedDelta(name, 'direct', (r) => r.ttfbMs.p99)) : '-',
+        proxied ? fmt(proxyCpu, 0) : '-',
+        proxied ? fmt(1e6 / proxyCpu, 0) : '-',
+        fmt(v.median(name, (r) => r.cpuMicrosPerRequest.mocks ?? NaN), 0),
+        fmt(v.median(name, (r) => r.clientCpuMicrosPerRequest), 0),
+        fmt(v.median(name, (r) => r.framesPerRequest), 1),
+        v.of(name).reduce((acc, r) => acc + r.result.errors, 0),
       ]);
     }
   }
