@@ -85,7 +85,10 @@ export function parseMockArgs(argv: string[]): MockOptions {
 
 async function main(): Promise<void> {
   const opts = parseMockArgs(process.argv.slice(2));
-  const replica = await startMockReplica(opts).catch((err: unknown) => fail(`cannot start: ${(err as Error).message}`));
+  const replica = await startMockReplica(opts).catch((err: unknown) => {
+    console.error(`mock: cannot start: ${(err as Error).message}`);
+    process.exit(1);
+  });
   console.log(`mock vLLM replica listening on ${replica.url} (model ${opts.model ?? 'default'}, profile ${opts.profile}, pid ${process.pid})`);
   let closing = false;
   const stop = (): void => {
