@@ -191,10 +191,20 @@ export class MockEngine {
     return this.running.length > 0 || this.waiting.length > 0;
   }
 
+  /**
+   * From idle, the first step starts on a zero-delay timer rather than inside add(), so every request that
+   * arrives in the same tick (or the same virtual instant) joins it, as vLLM drains its input queue before
+   * each step.
+   */
   private maybeStartStep(): void {
     if (this.stepTimer !== null || this.inStepEnd || this.closed || !this.hasWork()) return;
-    this.startStep(this.clock.now());
+    this.stepTimer = this.clock.setTimer(0, this.onKick);
   }
+
+  private readonly onKick = (): void => {
+    this.stepTimer = null;
+    if (!this.closed && this.hasWork()) this.startStep(this.clock.now());
+  };
 
   private startStep(startMs: number): void {
     this.stepStartMs = startMs;

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BlockPool } from '../../mock-replica/engine/block-pool.ts';
 
-test('block 0 is the null block: a pool of N blocks hands out N − 1', () => {
+void test('block 0 is the null block: a pool of N blocks hands out N − 1', () => {
   const pool = new BlockPool(5);
   assert.equal(pool.usableBlocks, 4);
   const got = [pool.allocate(), pool.allocate(), pool.allocate(), pool.allocate()];
@@ -11,7 +11,7 @@ test('block 0 is the null block: a pool of N blocks hands out N − 1', () => {
   assert.equal(pool.usage(), 1);
 });
 
-test('freed hashed blocks go to the tail in reverse order, hash-less ones to the head', () => {
+void test('freed hashed blocks go to the tail in reverse order, hash-less ones to the head', () => {
   const pool = new BlockPool(8);
   const a = [pool.allocate(), pool.allocate(), pool.allocate()]; // 1 2 3
   pool.cacheBlock(a[0]!, 100);
@@ -20,7 +20,7 @@ test('freed hashed blocks go to the tail in reverse order, hash-less ones to the
   assert.deepEqual(pool.freeQueue(), [3, 4, 5, 6, 7, 2, 1]);
 });
 
-test('allocation evicts the LRU cached block and forgets its hash', () => {
+void test('allocation evicts the LRU cached block and forgets its hash', () => {
   const pool = new BlockPool(3);
   const x = pool.allocate();
   const y = pool.allocate();
@@ -35,7 +35,7 @@ test('allocation evicts the LRU cached block and forgets its hash', () => {
   assert.equal(pool.evictions, 1);
 });
 
-test('touching a free cached block takes it out of the free queue; the last release puts it back', () => {
+void test('touching a free cached block takes it out of the free queue; the last release puts it back', () => {
   const pool = new BlockPool(4);
   const b = pool.allocate();
   pool.cacheBlock(b, 42);
@@ -54,7 +54,7 @@ test('touching a free cached block takes it out of the free queue; the last rele
   assert.throws(() => pool.free([b]), /freed more often/);
 });
 
-test('a second block with an already cached hash stays uncached, as vLLM keeps the first copy', () => {
+void test('a second block with an already cached hash stays uncached, as vLLM keeps the first copy', () => {
   const pool = new BlockPool(4);
   const a = pool.allocate();
   const b = pool.allocate();

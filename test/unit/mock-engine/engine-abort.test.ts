@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addRecorded, engineOnVirtualClock } from './harness.ts';
 
-test('aborting a running request frees its blocks at once and it gets onFinish(abort) and nothing after', () => {
+void test('aborting a running request frees its blocks at once and it gets onFinish(abort) and nothing after', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   const usable = engine.config.numGpuBlocks - 1;
   const r = addRecorded(engine, clock, { promptTokens: 300, outputTokens: 500 });
@@ -27,7 +27,7 @@ test('aborting a running request frees its blocks at once and it gets onFinish(a
   assert.equal(engine.abort(r.id), false, 'a second abort is a no-op');
 });
 
-test('aborting a request mid-prefill or while queued removes it, and the others carry on', () => {
+void test('aborting a request mid-prefill or while queued removes it, and the others carry on', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny', maxNumSeqs: 1 });
   const a = addRecorded(engine, clock, { promptTokens: 1000, outputTokens: 5 }); // 4 chunks of 256
   const b = addRecorded(engine, clock, { promptTokens: 50, outputTokens: 5 });
@@ -46,7 +46,7 @@ test('aborting a request mid-prefill or while queued removes it, and the others 
   assert.deepEqual(engine.stats().request_success_total, { stop: 1, length: 0, abort: 2 });
 });
 
-test('abort of an unknown or finished id returns false', () => {
+void test('abort of an unknown or finished id returns false', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   const r = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 2 });
   clock.runUntilIdle();
@@ -55,7 +55,7 @@ test('abort of an unknown or finished id returns false', () => {
   assert.equal(r.finishReason, 'stop');
 });
 
-test('a handler may abort another request whose token is due in the same step: that request gets nothing more', () => {
+void test('a handler may abort another request whose token is due in the same step: that request gets nothing more', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   let victimId = '';
   const killer = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 5 }, (_rec, kind) => {
@@ -71,7 +71,7 @@ test('a handler may abort another request whose token is due in the same step: t
   assert.equal(victim.firstTokenCalls, 0);
 });
 
-test('close() aborts everything in the engine and stops stepping', () => {
+void test('close() aborts everything in the engine and stops stepping', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   const a = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 50 });
   const b = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 50 });

@@ -29,28 +29,28 @@ function batchTpotMs(profile: ProfileName, batch: number, promptTokens: number):
   return median(gaps);
 }
 
-test('llama-8b-a100 through the engine: idle TTFT for 1k, 4k and 32k prompts', () => {
+void test('llama-8b-a100 through the engine: idle TTFT for 1k, 4k and 32k prompts', () => {
   inRange('1k', idleTtftMs('llama-8b-a100', 1000), [90, 130]);
   inRange('4k', idleTtftMs('llama-8b-a100', 4000), [330, 450]);
   inRange('32k', idleTtftMs('llama-8b-a100', 32_000), [4000, 5500]);
   assert.ok(Math.abs(idleTtftMs('llama-8b-a100', 4000) - idlePrefillMs(PROFILES['llama-8b-a100'], 4000)) < 1e-6);
 });
 
-test('llama-8b-a100 through the engine: TPOT at batch 1, 32, 128 and 256 with ≈1.5k contexts', () => {
+void test('llama-8b-a100 through the engine: TPOT at batch 1, 32, 128 and 256 with ≈1.5k contexts', () => {
   inRange('batch 1', batchTpotMs('llama-8b-a100', 1, 1500), [10, 11]);
   inRange('batch 32', batchTpotMs('llama-8b-a100', 32, 1450), [14, 16]);
   inRange('batch 128', batchTpotMs('llama-8b-a100', 128, 1400), [27, 33]);
   inRange('batch 256', batchTpotMs('llama-8b-a100', 256, 1400), [45, 55]);
 });
 
-test('llama-70b-tp2-a100 through the engine: idle TTFT and TPOT at batch 1 and 8', () => {
+void test('llama-70b-tp2-a100 through the engine: idle TTFT and TPOT at batch 1 and 8', () => {
   inRange('1k', idleTtftMs('llama-70b-tp2-a100', 1000), [450, 600]);
   inRange('4k', idleTtftMs('llama-70b-tp2-a100', 4000), [1700, 2200]);
   inRange('batch 1', batchTpotMs('llama-70b-tp2-a100', 1, 1500), [47, 52]);
   inRange('batch 8', batchTpotMs('llama-70b-tp2-a100', 8, 1500), [47, 52]);
 });
 
-test('time scale 0.1 makes every step a tenth as long', () => {
+void test('time scale 0.1 makes every step a tenth as long', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'llama-8b-a100', timeScale: 0.1 });
   const r = addRecorded(engine, clock, { promptTokens: 1000, outputTokens: 5 });
   clock.runUntilIdle();
@@ -58,7 +58,7 @@ test('time scale 0.1 makes every step a tenth as long', () => {
   assert.ok(Math.abs(engine.stats().histograms.time_to_first_token_seconds.sum - ttftMs(r) / 1000) < 1e-9);
 });
 
-test('a step that carries a long prefill chunk stretches the inter-token gap of every decoding request', () => {
+void test('a step that carries a long prefill chunk stretches the inter-token gap of every decoding request', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'llama-8b-a100' });
   const decoder = addRecorded(engine, clock, { promptTokens: 500, outputTokens: 40 });
   clock.advance(200);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { PROFILES } from '../../mock-replica/engine/profiles.ts';
 import { addRecorded, engineOnVirtualClock, type Recorded } from './harness.ts';
 
-test('filling the KV pool preempts the newest sequences by recompute and every sequence still finishes', () => {
+void test('filling the KV pool preempts the newest sequences by recompute and every sequence still finishes', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' }); // 255 usable blocks, 16 seqs
   const maxNumSeqs = engine.config.maxNumSeqs;
   let maxRunning = 0;
@@ -43,7 +43,7 @@ test('filling the KV pool preempts the newest sequences by recompute and every s
   assert.equal(stats.prompt_tokens_total, 40 * 200, 'a recomputed prompt is not counted twice');
 });
 
-test('the newest running request is the one preempted, and it goes back to the head of the queue', () => {
+void test('the newest running request is the one preempted, and it goes back to the head of the queue', () => {
   // 20 usable blocks, 4 seqs: two requests that each grow to 192 tokens (12 blocks) cannot both fit.
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny', numGpuBlocks: 21, maxNumSeqs: 4 });
   const older = addRecorded(engine, clock, { promptTokens: 64, outputTokens: 128 });

@@ -5,7 +5,7 @@ import { addRecorded, blockHashes, engineOnVirtualClock, ttftMs } from './harnes
 
 const SYSTEM_TOKENS = 1500;
 
-test('a second request sharing a 1,500-token system prompt reports cached_tokens in whole blocks and a TTFT lower by their prefill cost', () => {
+void test('a second request sharing a 1,500-token system prompt reports cached_tokens in whole blocks and a TTFT lower by their prefill cost', () => {
   const profile = PROFILES['llama-8b-a100'];
   const { engine, clock } = engineOnVirtualClock({ profile: 'llama-8b-a100' });
   const prompt = 1620;
@@ -35,7 +35,7 @@ test('a second request sharing a 1,500-token system prompt reports cached_tokens
   assert.equal(req?.cached_tokens, second.cachedTokens);
 });
 
-test('a fully cached prompt still recomputes its last token: cached_tokens = floor((len − 1) / 16) · 16', () => {
+void test('a fully cached prompt still recomputes its last token: cached_tokens = floor((len − 1) / 16) · 16', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   for (const prompt of [160, 161, 175]) {
     const hashes = blockHashes(prompt, { prefixSeed: prompt, sharedTokens: prompt, uniqueSeed: prompt });
@@ -47,7 +47,7 @@ test('a fully cached prompt still recomputes its last token: cached_tokens = flo
   }
 });
 
-test('a request shares cached blocks while the first one still holds them, and the blocks are counted once', () => {
+void test('a request shares cached blocks while the first one still holds them, and the blocks are counted once', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
   const hashes = (seed: number) => blockHashes(480, { prefixSeed: 3, sharedTokens: 320, uniqueSeed: seed });
   const a = addRecorded(engine, clock, { promptTokens: 480, outputTokens: 200, blockHashes: hashes(1) });
@@ -63,7 +63,7 @@ test('a request shares cached blocks while the first one still holds them, and t
   assert.equal(engine.snapshot().free_blocks, PROFILES.tiny.numGpuBlocks - 1);
 });
 
-test('unreferenced cached blocks are evicted LRU, a request\'s tail blocks first', () => {
+void test('unreferenced cached blocks are evicted LRU, a request\'s tail blocks first', () => {
   const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' }); // 255 usable blocks
   const old = blockHashes(320, { prefixSeed: 11, sharedTokens: 320, uniqueSeed: 11 });
   const recent = blockHashes(320, { prefixSeed: 12, sharedTokens: 320, uniqueSeed: 12 });

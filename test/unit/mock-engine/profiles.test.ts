@@ -7,7 +7,7 @@ function inRange(name: string, valueMs: number, [lo, hi]: [number, number]): voi
   assert.ok(valueMs >= lo && valueMs <= hi, `${name}: ${valueMs.toFixed(2)} ms is outside [${lo}, ${hi}]`);
 }
 
-test('llama-8b-a100 decode step matches the reference TPOT table at 1.5k context', () => {
+void test('llama-8b-a100 decode step matches the reference TPOT table at 1.5k context', () => {
   const p = PROFILES['llama-8b-a100'];
   inRange('batch 1', decodeStepMs(p, 1, 1500), [10, 11]);
   inRange('batch 32', decodeStepMs(p, 32, 1500), [14, 16]);
@@ -18,20 +18,20 @@ test('llama-8b-a100 decode step matches the reference TPOT table at 1.5k context
   inRange('lambda anchor batch 10', decodeStepMs(p, 10, 2000), [10.5, 13]);
 });
 
-test('llama-8b-a100 idle prefill matches the reference TTFT table', () => {
+void test('llama-8b-a100 idle prefill matches the reference TTFT table', () => {
   const p = PROFILES['llama-8b-a100'];
   inRange('1k prompt', idlePrefillMs(p, 1000), [90, 130]);
   inRange('4k prompt', idlePrefillMs(p, 4000), [330, 450]);
   inRange('32k prompt', idlePrefillMs(p, 32_000), [4000, 5500]);
 });
 
-test('a step carrying a 2048-token chunk costs 150-200 ms on llama-8b-a100', () => {
+void test('a step carrying a 2048-token chunk costs 150-200 ms on llama-8b-a100', () => {
   const p = PROFILES['llama-8b-a100'];
   const ms = stepDurationMs(p, { scheduledSeqs: 1, contextTokens: 0, prefillTokens: 2048, attentionSquares: 2048 ** 2, adaptersLoaded: 0 });
   inRange('2048-token chunk', ms, [150, 200]);
 });
 
-test('llama-70b-tp2-a100 decode step matches the reference TPOT table', () => {
+void test('llama-70b-tp2-a100 decode step matches the reference TPOT table', () => {
   const p = PROFILES['llama-70b-tp2-a100'];
   inRange('batch 1', decodeStepMs(p, 1, 1500), [47, 52]);
   inRange('batch 8', decodeStepMs(p, 8, 1500), [47, 52]);
@@ -42,14 +42,14 @@ test('llama-70b-tp2-a100 decode step matches the reference TPOT table', () => {
   inRange('lambda anchor batch 10', decodeStepMs(p, 10, 1500), [49, 51]);
 });
 
-test('llama-70b-tp2-a100 idle prefill matches the reference TTFT table', () => {
+void test('llama-70b-tp2-a100 idle prefill matches the reference TTFT table', () => {
   const p = PROFILES['llama-70b-tp2-a100'];
   inRange('1k prompt', idlePrefillMs(p, 1000), [450, 600]);
   inRange('4k prompt', idlePrefillMs(p, 4000), [1700, 2200]);
   inRange('32k prompt', idlePrefillMs(p, 32_000), [16_000, 20_000]);
 });
 
-test('profiles carry the reference pool sizes and A100 scheduler defaults', () => {
+void test('profiles carry the reference pool sizes and A100 scheduler defaults', () => {
   assert.equal(PROFILES['llama-8b-a100'].numGpuBlocks, 27_648);
   assert.ok(Math.abs(PROFILES['llama-70b-tp2-a100'].numGpuBlocks - 1500) <= 100);
   for (const p of [PROFILES['llama-8b-a100'], PROFILES['llama-70b-tp2-a100']]) {
@@ -61,6 +61,6 @@ test('profiles carry the reference pool sizes and A100 scheduler defaults', () =
   assert.ok(decodeStepMs(PROFILES.tiny, 1, 100) < 2, 'tiny decodes in under 2 ms');
 });
 
-test('an empty batch takes no time', () => {
+void test('an empty batch takes no time', () => {
   assert.equal(stepDurationMs(PROFILES['llama-8b-a100'], { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 }), 0);
 });
