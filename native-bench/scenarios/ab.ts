@@ -1,0 +1,133 @@
+// A/B scenario: is the working tree's gateway faster or slower than a base git ref's, on the same machine,
+// in the same minutes? Base and head gateways run side by side in front of the same zero-delay-ish mock
+// replicas (profile tiny, smallest time scale); a head-vs-head noise run comes first, then alternating rounds.
+// Reports head/base ratios of req/s, TTFB and gateway CPU per request (style guide §4.14, uWS compare.js).
+// The base tree is extracted with `git archive` into a temp dir (no change to the repo, its index or worktrees)
+// and shares this checkout's node_modules. Thread: bench main thread; every process is its own.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { BenchScenario } from '../types.ts';
+import { chatBody } from '../load/openai-bodies.ts';
+import { startMockFleet } from '../harness/mock-fleet.ts';
+import { startGatewayProcess } from '../harness/gateway-process.ts';
+import { fmt, runRounds, RoundsView } from '../harness/rounds.ts';
+import type { BenchTarget, RoundRun } from '../harness/rounds.ts';
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+const MODEL = 'bench-model';
+const API_KEY = 'sk-bench-ab';
+
+/** Extracts `ref`'s tree into a fresh temp directory and links this checkout's node_modules into it. */
+function extractRef(ref: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'expediter-ab-base-'));
+  const tar = execFileSync('git', ['-C', repoRoot, 'archive', '--format=tar', ref], { maxBuffer: 1 << 30 });
+  execFileSync('tar', ['-x', '-C', dir], { input: tar });
+  symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return dir;
+}
+
+const ab: BenchScenario = async (args) => {
+  const { values } = parseArgs({
+    args,
+    options: {
+      base: { type: 'string', default: 'HEAD' },
+      requests: { type: 'string', default: '3000' },
+      'max-seconds': { type: 'string', default: '20' },
+      rounds: { type: 'string', default: '4' },
+      concurrency: { type: 'string', default: '32' },
+      replicas: { type: 'string', default: '2' },
+      'time-scale': { type: 'string', default: '0.01' },
+      'max-tokens': { type: 'string', default: '16' },
+      modes: { type: 'string', default: 'stream,json' },
+      policy: { type: 'string', default: 'round-robin' },
+      pin: { type: 'boolean', default: false },
+    },
+  });
+  const baseRef = values.base;
+  const baseRev = execFileSync('git', ['-C', repoRoot, 'rev-parse', '--short', baseRef], { encoding: 'utf8' }).trim();
+  const concurrency = Number(values.concurrency);
+  const maxTokens = Number(values['max-tokens']);
+  const rounds = Number(values.rounds);
+  const gatewayCpus = values.pin ? '1' : undefined;
+  const logDir = mkdtempSync(join(tmpdir(), 'expediter-ab-'));
+  const baseDir = extractRef(baseRef);
+  const stops: Array<() => Promise<void>> = [];
+  const runs: Record<string, RoundRun[]> = {};
+  const noise: Record<string, number> = {};
+  try {
+    const fleet = await startMockFleet({
+      repoRoot, logDir, count: Number(values.replicas), model: MODEL, profile: 'tiny',
+      timeScale: Number(values['time-scale']), cpus: values.pin ? '0' : undefined,
+      extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
+    });
+    stops.push(fleet.stop);
+    const start = async (name: string, root: string): Promise<BenchTarget> => {
+      const dir = mkdtempSync(join(logDir, `${name}-`));
+      const gw = await startGatewayProcess({
+        repoRoot: root, logDir: dir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: values.policy, cpus: gatewayCpus,
+      });
+      stops.push(gw.stop);
+      return { name, origins: [gw.url], proxyPids: [gw.proc.pid] };
+    };
+    const base = await start('base', baseDir);
+    const head = await start('head', repoRoot);
+    for (const mode of values.modes.split(',').filter((m) => m === 'stream' || m === 'json')) {
+      const stream = mode === 'stream';
+      const body = chatBody({ model: MODEL, maxTokens, stream });
+      const outcome = await runRounds([base, head], head, rounds, (t) => ({
+        path: '/v1/chat/completions',
+        body,
+        headers: { authorization: `Bearer ${API_KEY}` },
+        stream,
+        concurrency,
+        requests: Number(values.requests),
+        maxDurationMs: Number(values['max-seconds']) * 1000,
+        cpuPids: { gateway: t.proxyPids, mocks: fleet.pids },
+      }), mode);
+      runs[mode] = outcome.runs;
+      noise[mode] = outcome.noise;
+    }
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    rmSync(baseDir, { recursive: true, force: true });
+    rmSync(logDir, { recursive: true, force: true });
+  }
+
+  const rows: Array<Array<string | number>> = [];
+  for (const [mode, list] of Object.entries(runs)) {
+    const v = new RoundsView(list);
+    const cpu = (r: RoundRun['result']): number => r.cpuMicrosPerRequest.gateway ?? NaN;
+    rows.push([
+      mode,
+      fmt(v.median('base', (r) => r.requestsPerSecond), 0),
+      fmt(v.median('head', (r) => r.requestsPerSecond), 0),
+      fmt(v.pairedRatio('head', 'base', (r) => r.requestsPerSecond), 3),
+      fmt(v.median('base', cpu), 0),
+      fmt(v.median('head', cpu), 0),
+      fmt(v.pairedRatio('head', 'base', cpu), 3),
+      fmt(v.pairedDelta('head', 'base', (r) => r.ttfbMs.p50), 3),
+      fmt(v.pairedDelta('head', 'base', (r) => r.ttfbMs.p99), 3),
+      fmt(100 * (noise[mode] ?? NaN), 1),
+      v.of('base').reduce((a, r) => a + r.result.errors, 0) + v.of('head').reduce((a, r) => a + r.result.errors, 0),
+    ]);
+  }
+  return {
+    title: `A/B: gateway at ${baseRef} (${baseRev}) vs working tree`,
+    columns: ['mode', 'base req/s', 'head req/s', 'head/base req/s', 'base CPU µs/req', 'head CPU µs/req',
+      'head/base CPU', 'head-base TTFB p50 ms', 'head-base TTFB p99 ms', 'noise %', 'errors'],
+    rows,
+    notes: [
+      'ratios are medians over rounds of per-round ratios; a ratio inside 1 ± noise is no difference',
+      `${values.replicas} mock replicas (tiny, time scale ${values['time-scale']}); concurrency ${concurrency}; `
+        + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
+      values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
+    ],
+    extra: { runs, noise, baseRev },
+  };
+};
+
+export default ab;
