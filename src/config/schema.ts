@@ -62,6 +62,8 @@ export const configSchema = z.strictObject({
     first_token_timeout_ms: z.number().int().positive().default(60000),
     max_attempts: z.number().int().min(1).max(10).default(3),
     connections_per_replica: z.number().int().positive().default(128),
+    /** Whole-response deadline for non-streaming requests (their headers come only at the end). */
+    request_timeout_ms: z.number().int().positive().default(600000),
   }).prefault({}),
   tokenizer: z.strictObject({
     threads: z.number().int().min(0).max(64).default(1),
@@ -78,7 +80,7 @@ export const configSchema = z.strictObject({
     stale_ms: z.number().int().positive().default(5000),
   }).prefault({}),
   routing: z.strictObject({
-    policy: z.enum(['round-robin', 'least-outstanding-tokens', 'kv-aware']).default('least-outstanding-tokens'),
+    policy: z.enum(['round-robin', 'least-outstanding-tokens']).default('least-outstanding-tokens'),
     params: z.record(z.string(), z.unknown()).default({}),
   }).prefault({}),
   registry: z.strictObject({

@@ -1,0 +1,125 @@
+// Composition of one gateway: builds every stage from a config, starts the registry's poller thread and the
+// uWS acceptor, and returns a handle to reload or stop it. main.ts (the CLI) and the integration tests both
+// start gateways through here, so tests run exactly the production wiring.
+// Thread: main. Setup and shutdown only.
+import type { GatewayConfig } from './config/schema.ts';
+import { Authenticator } from './auth/authenticate.ts';
+import { createQuotaStore } from './quota/create-quota-store.ts';
+import type { QuotaStore } from './quota/types.ts';
+import { ReplicaRegistry } from './registry/replica-registry.ts';
+import { Router, createPolicy } from './router/route.ts';
+import { UpstreamClient } from './upstream/upstream-client.ts';
+import { UsageRecorder } from './usage/usage-recorder.ts';
+import { ModelCatalog } from './pipeline/model-catalog.ts';
+import type { LogStage, Services, TokenizeStage } from './pipeline/services.ts';
+import { GatewayServer } from './server/app.ts';
+import { uwsIsNative } from './server/uws.ts';
+import { GatewayMetrics } from './metrics/metrics.ts';
+import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
+import { createTokenizeStage } from './tokenize-stage.ts';
+import { fleetGaugeSources } from './fleet-gauges.ts';
+
+export interface StartOptions {
+  env?: Record<string, string | undefined>;
+  logLevel?: LogLevel;
+  logger?: Logger;
+}
+
+export interface Gateway {
+  readonly port: number;
+  readonly url: string;
+  readonly services: Services;
+  readonly registry: ReplicaRegistry;
+  readonly metrics: GatewayMetrics;
+  readonly log: Logger;
+  /** Applies a new config: membership, tenants, routing, models. The listen address does not change. */
+  reload(cfg: GatewayConfig): Promise<void>;
+  /** Stops accepting, lets in-flight requests finish up to graceMs, flushes usage sinks, stops threads. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}): Promise<Gateway> {
+  const env = opts.env ?? {};
+  const log = opts.logger ?? createLogger(opts.logLevel ?? 'info');
+  if (!uwsIsNative) log.warn({}, 'uWebSockets.js native binary did not load; running on its slow JS fallback');
+  const metrics = new GatewayMetrics(cfg);
+  const registry = await ReplicaRegistry.start(cfg, {
+    log: (level, message) => log[level]({ component: 'registry' }, message),
+  });
+  let quota: QuotaStore;
+  try {
+    quota = await createQuotaStore(cfg.quota, {
+      onRedisError: (err) => log.warn({ component: 'quota', err: err.message }, 'redis error'),
+      onStateChange: (up, detail) => log[up ? 'info' : 'error']({ component: 'quota' }, `redis ${up ? 'back' : 'down'}: ${detail}`),
+    });
+  } catch (err) {
+    await registry.close();
+    throw err;
+  }
+  const tokenizer = await createTokenizeStage(cfg);
+  const upstream = new UpstreamClient(cfg.upstream);
+  const usage = UsageRecorder.fromConfig(cfg);
+  const logStage: LogStage = log;
+
+  const build = (c: GatewayConfig): Services => Object.freeze({
+    cfg: c,
+    catalog: new ModelCatalog(c),
+    auth: new Authenticator(c.tenants, env),
+    quota,
+    tokenizer: tokenizer as TokenizeStage,
+    registry,
+    router: new Router(createPolicy(c.routing), registry),
+    upstream,
+    usage,
+    metrics,
+    log: logStage,
+  });
+  let services = build(cfg);
+
+  metrics.setSources({
+    ...fleetGaugeSources(registry, () => services.cfg),
+    tokenizerQueueDepth: () => tokenizer.queueDepth(),
+    inflight: () => server.inflightCount,
+  });
+
+  const ready = (): boolean => services.cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s)));
+  const server = new GatewayServer(services, {
+    metricsText: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
+    ready,
+  });
+  let port: number;
+  try {
+    port = await server.listen(cfg.server.host, cfg.server.port);
+  } catch (err) {
+    await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close()]);
+    throw err;
+  }
+  log.info({ host: cfg.server.host, port, policy: cfg.routing.policy, quota: cfg.quota.backend }, 'gateway listening');
+
+  let closed = false;
+  return {
+    port,
+    url: `http://${cfg.server.host}:${port}`,
+    get services() {
+      return services;
+    },
+    registry,
+    metrics,
+    log,
+    async reload(next: GatewayConfig): Promise<void> {
+      registry.reload(next);
+      services = build(next);
+      server.setServices(services);
+      log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');
+    },
+    async close(graceMs = cfg.server.shutdown_grace_ms): Promise<void> {
+      if (closed) return;
+      closed = true;
+      await server.shutdown(graceMs);
+      await usage.close();
+      await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close()]);
+      metrics.close();
+      log.flush();
+    },
+  };
+}

@@ -1,0 +1,103 @@
+// The two ways a request leaves the pipeline: reply() answers with an error envelope (before any byte was
+// sent), and finishRequest() settles everything exactly once: the ledger entry, the quota reservation
+// (refund reserved − used, release the lease), the usage record, metrics and one log line.
+// Thread: main. Runs once per request.
+import { statusOf, type Rejection } from '../errors/gateway-error.ts';
+import { errorBody } from '../errors/openai-error-body.ts';
+import type { HeaderList } from '../relay/client-sink.ts';
+import type { RequestContext } from './request-context.ts';
+import type { Services } from './services.ts';
+
+/** HTTP status recorded for a request whose client went away first (nginx's convention). */
+export const STATUS_CLIENT_CLOSED = 499;
+
+export function reply(ctx: RequestContext, r: Rejection, extra: HeaderList): void {
+  const status = statusOf(r);
+  ctx.status = status;
+  ctx.code = r.wireCode ?? r.code;
+  const sink = ctx.sink;
+  if (sink.started || sink.aborted) return;
+  const body = errorBody(r);
+  const headers: Array<readonly [string, string]> = [['content-type', 'application/json'], ['x-request-id', ctx.id]];
+  // Every 429 and 503 says when to come back, computed by the stage that refused (at least 1 s).
+  if (r.retryAfterSeconds !== undefined) headers.push(['retry-after', String(Math.max(1, Math.ceil(r.retryAfterSeconds)))]);
+  for (let i = 0; i < extra.length; i++) headers.push(extra[i]!);
+  sink.cork(() => {
+    sink.begin(status, headers);
+    sink.end(body);
+  });
+}
+
+export async function finishRequest(svc: Services, ctx: RequestContext): Promise<void> {
+  if (ctx.finished) return;
+  ctx.finished = true;
+  if (ctx.cancelled) {
+    ctx.status = STATUS_CLIENT_CLOSED;
+    ctx.code = 'client_closed_request';
+  }
+  if (ctx.ledgerEntry !== null) {
+    svc.registry.ledger.end(ctx.ledgerEntry);
+    ctx.ledgerEntry = null;
+  }
+  const tenant = ctx.tenant;
+  if (ctx.quotaHeld && tenant !== null) {
+    ctx.quotaHeld = false;
+    // Charged only when a replica produced output: prompt + output tokens; everything else is refunded.
+    const used = ctx.ttftMs !== null || (ctx.status === 200 && !ctx.stream) ? ctx.inputTokens + ctx.outputTokens : 0;
+    try {
+      await svc.quota.settle(tenant.limits, ctx.id, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
+    } catch (err) {
+      svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
+    }
+  }
+  const durationMs = performance.now() - ctx.startedAt;
+  if (tenant !== null) {
+    svc.usage.record({
+      request_id: ctx.id,
+      tenant: tenant.name,
+      model: ctx.model,
+      pool: ctx.poolId,
+      adapter: ctx.adapter,
+      replica: ctx.replicaId,
+      status: ctx.status,
+      finish_reason: ctx.finishReason,
+      input_tokens: ctx.inputTokens,
+      output_tokens: ctx.outputTokens,
+      cached_tokens: ctx.cachedTokens,
+      ttft_ms: ctx.ttftMs === null ? null : round1(ctx.ttftMs),
+      duration_ms: round1(durationMs),
+      retries: ctx.retries,
+      cancelled: ctx.cancelled,
+      ts: new Date().toISOString(),
+    });
+  }
+  svc.metrics?.requestEnded({
+    route: ctx.route,
+    pool: ctx.poolId,
+    tenant: tenant?.name ?? null,
+    status: ctx.status,
+    code: ctx.code,
+    stream: ctx.stream,
+    ttftSeconds: ctx.ttftMs === null ? null : ctx.ttftMs / 1000,
+    durationSeconds: durationMs / 1000,
+    upstreamSeconds: ctx.upstreamMs / 1000,
+    queueSeconds: ctx.queueMs / 1000,
+    inputTokens: ctx.inputTokens,
+    outputTokens: ctx.outputTokens,
+    cachedTokens: ctx.cachedTokens,
+    predictedCachedTokens: null,
+    retries: ctx.retries,
+    cancelled: ctx.cancelled,
+    tpotSeconds: ctx.ttftMs !== null && ctx.outputTokens > 1 ? (durationMs - ctx.ttftMs) / 1000 / (ctx.outputTokens - 1) : null,
+  });
+  svc.log.info({
+    request_id: ctx.id, tenant: tenant?.name ?? null, route: ctx.route, model: ctx.model || null, pool: ctx.poolId,
+    replica: ctx.replicaId, status: ctx.status, code: ctx.code, input_tokens: ctx.inputTokens, output_tokens: ctx.outputTokens,
+    cached_tokens: ctx.cachedTokens, ttft_ms: ctx.ttftMs === null ? null : round1(ctx.ttftMs), duration_ms: round1(durationMs),
+    retries: ctx.retries, cancelled: ctx.cancelled,
+  }, 'request');
+}
+
+function round1(x: number): number {
+  return Math.round(x * 10) / 10;
+}

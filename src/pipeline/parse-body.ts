@@ -1,0 +1,115 @@
+// Validates an OpenAI chat or completions body into the few fields the gateway acts on, and builds the body
+// sent upstream (model rewritten to the pool's served name or the adapter, usage always requested, max_tokens
+// made explicit so the quota reservation and the replica agree). Everything else passes through untouched.
+// Thread: main. Hot path: one JSON.parse and one JSON.stringify per request (~20 µs for a 7 KB body).
+import type { Rejection } from '../errors/gateway-error.ts';
+
+export type Route = 'chat' | 'completions';
+
+export interface ChatMessageIn {
+  role: string;
+  content: string | Array<{ type: string; text?: string }> | null;
+  [k: string]: unknown;
+}
+
+export interface ParsedBody {
+  raw: Record<string, unknown>;
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  /** max_completion_tokens ?? max_tokens, or null when absent. */
+  maxTokens: number | null;
+  n: number;
+  messages: ChatMessageIn[] | null;
+  prompt: string | number[] | null;
+}
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'ipython', 'function']);
+
+function invalid(param: string, message: string): Rejection {
+  return { code: 'invalid_value', param, message };
+}
+
+export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(bytes.toString('utf8'));
+  } catch (err) {
+    return { code: 'invalid_json', message: `We could not parse the JSON body of your request: ${(err as Error).message}` };
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return { code: 'invalid_json', message: 'The request body must be a JSON object.' };
+  }
+  const body = raw as Record<string, unknown>;
+  const model = body.model;
+  if (typeof model !== 'string' || model === '') return invalid('model', 'you must provide a model parameter');
+  const stream = body.stream;
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') return invalid('stream', 'stream must be a boolean');
+  const so = body.stream_options;
+  let includeUsage = false;
+  if (so !== undefined && so !== null) {
+    if (typeof so !== 'object' || Array.isArray(so)) return invalid('stream_options', 'stream_options must be an object');
+    const iu = (so as Record<string, unknown>).include_usage;
+    if (iu !== undefined && iu !== null && typeof iu !== 'boolean') return invalid('stream_options.include_usage', 'include_usage must be a boolean');
+    includeUsage = iu === true;
+    if (stream !== true) return invalid('stream_options', 'stream_options is only allowed when stream is true');
+  }
+  let maxTokens: number | null = null;
+  for (const key of ['max_completion_tokens', 'max_tokens'] as const) {
+    const v = body[key];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) return invalid(key, `${key} must be a positive integer`);
+    if (maxTokens === null) maxTokens = v;
+  }
+  let n = 1;
+  if (body.n !== undefined && body.n !== null) {
+    if (typeof body.n !== 'number' || !Number.isInteger(body.n) || body.n < 1 || body.n > 16) return invalid('n', 'n must be an integer from 1 to 16');
+    n = body.n;
+  }
+  if (route === 'chat') {
+    const msgs = body.messages;
+    if (!Array.isArray(msgs) || msgs.length === 0) return invalid('messages', 'messages must be a non-empty array');
+    for (let i = 0; i < msgs.length; i++) {
+      const m = msgs[i] as unknown;
+      if (m === null || typeof m !== 'object' || Array.isArray(m)) return invalid(`messages[${i}]`, 'each message must be an object');
+      const role = (m as Record<string, unknown>).role;
+      if (typeof role !== 'string' || !ROLES.has(role)) return invalid(`messages[${i}].role`, `unsupported role ${JSON.stringify(role)}`);
+      const content = (m as Record<string, unknown>).content;
+      if (content === undefined || content === null) {
+        if (role !== 'assistant') return invalid(`messages[${i}].content`, 'content is required');
+      } else if (Array.isArray(content)) {
+        for (let j = 0; j < content.length; j++) {
+          const part = content[j] as Record<string, unknown> | null;
+          if (part === null || typeof part !== 'object' || part.type !== 'text' || typeof part.text !== 'string') {
+            return invalid(`messages[${i}].content[${j}]`, 'only text content parts are supported');
+          }
+        }
+      } else if (typeof content !== 'string') {
+        return invalid(`messages[${i}].content`, 'content must be a string or an array of text parts');
+      }
+    }
+    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], prompt: null };
+  }
+  let prompt = body.prompt;
+  if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];
+  if (typeof prompt === 'string') {
+    // an empty prompt is valid for vLLM (BOS only)
+  } else if (Array.isArray(prompt) && prompt.length > 0 && prompt.every((t) => Number.isInteger(t) && (t as number) >= 0)) {
+    // token ids
+  } else {
+    return invalid('prompt', 'prompt must be a string, an array with one string, or an array of token ids');
+  }
+  return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, prompt: prompt as string | number[] };
+}
+
+/** The body sent to the replica. */
+export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: number): Buffer {
+  const out: Record<string, unknown> = { ...p.raw, model: servedModel };
+  delete out.max_completion_tokens;
+  out.max_tokens = maxTokens;
+  if (p.stream) {
+    const so = (p.raw.stream_options ?? {}) as Record<string, unknown>;
+    out.stream_options = { ...so, include_usage: true };
+  }
+  return Buffer.from(JSON.stringify(out));
+}

@@ -1,0 +1,56 @@
+// One fixed-shape object per completion request: every field initialised in the constructor so V8 keeps one
+// hidden class for all of them. It carries what settlement, the usage record, metrics and the log line need.
+// Thread: main. Hot path: allocated once per request.
+import type { LedgerEntry } from '../registry/inflight-ledger.ts';
+import type { ClientSink } from '../relay/client-sink.ts';
+import type { UpstreamCall } from '../upstream/upstream-client.ts';
+import type { Route } from './parse-body.ts';
+import type { TenantIdentity } from './services.ts';
+
+export class RequestContext {
+  readonly id: string;
+  readonly route: Route;
+  readonly sink: ClientSink;
+  readonly startedAt: number;
+  readonly abort = new AbortController();
+  tenant: TenantIdentity | null = null;
+  model = '';
+  poolId: string | null = null;
+  adapter: string | null = null;
+  stream = false;
+  /** The client asked for the usage chunk (stream_options.include_usage). */
+  includeUsage = false;
+  replicaId: string | null = null;
+  slot = -1;
+  status = 0;
+  code: string | null = null;
+  finishReason: string | null = null;
+  inputTokens = 0;
+  outputTokens = 0;
+  cachedTokens = 0;
+  maxTokens = 0;
+  reservedTokens = 0;
+  quotaHeld = false;
+  retries = 0;
+  cancelled = false;
+  /** Client disconnect time (performance.now ms), for cancellation latency. */
+  cancelledAt = 0;
+  ttftMs: number | null = null;
+  /** Time spent waiting on replicas (dispatch → end of each attempt). */
+  upstreamMs = 0;
+  /** Time spent waiting for the quota store. */
+  queueMs = 0;
+  firstTokenAt = 0;
+  ledgerEntry: LedgerEntry | null = null;
+  call: UpstreamCall | null = null;
+  /** Where the request is: decides the cancellation metric's phase. */
+  phase: 'queued' | 'upstream_wait' | 'streaming' = 'queued';
+  finished = false;
+
+  constructor(id: string, route: Route, sink: ClientSink, startedAt: number) {
+    this.id = id;
+    this.route = route;
+    this.sink = sink;
+    this.startedAt = startedAt;
+  }
+}

@@ -1,0 +1,85 @@
+// What the request pipeline needs from each stage, as structural interfaces, so main.ts can compose the real
+// implementations (and tests can compose real ones with other settings). Thread: main. Setup only.
+import type { GatewayConfig } from '../config/schema.ts';
+import type { QuotaStore, TenantLimits } from '../quota/types.ts';
+import type { FleetView } from '../router/types.ts';
+import type { Router } from '../router/route.ts';
+import type { UpstreamClient } from '../upstream/upstream-client.ts';
+import type { UsageRecorder } from '../usage/usage-recorder.ts';
+import type { ModelCatalog } from './model-catalog.ts';
+import type { ChatMessageIn } from './parse-body.ts';
+import type { PoolConfig } from '../config/schema.ts';
+
+export interface TenantIdentity {
+  readonly name: string;
+  readonly limits: TenantLimits;
+  readonly slaTier: string;
+  readonly allowedModels: readonly string[];
+}
+
+export interface AuthStage {
+  authenticate(authorizationHeader: string | undefined): TenantIdentity | null;
+}
+
+export interface TokenizeStage {
+  tokenize(
+    req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; prompt?: string | number[]; adapter: string | null },
+    signal?: AbortSignal,
+  ): Promise<{ promptTokens: number; blockHashes: Float64Array }>;
+}
+
+export interface RegistryStage extends FleetView {
+  replica(slot: number): { readonly id: string; readonly url: string; readonly draining: boolean; readonly adapters: readonly string[] | null };
+  reportDataPlaneFailure(slot: number): void;
+  reportDataPlaneSuccess(slot: number): void;
+}
+
+/** The pipeline's end-of-request summary, handed to metrics. */
+export interface RequestOutcome {
+  route: 'chat' | 'completions';
+  pool: string | null;
+  tenant: string | null;
+  status: number;
+  code: string | null;
+  stream: boolean;
+  ttftSeconds: number | null;
+  durationSeconds: number;
+  upstreamSeconds: number;
+  queueSeconds: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  predictedCachedTokens: number | null;
+  retries: number;
+  cancelled: boolean;
+  tpotSeconds: number | null;
+}
+
+export interface MetricsStage {
+  requestEnded(o: RequestOutcome): void;
+  quota(result: 'ok' | 'rate_limit_exceeded' | 'concurrency_limit_exceeded' | 'quota_unavailable' | 'degraded'): void;
+  routed(policy: string, replica: string): void;
+  retry(pool: string, kind: string): void;
+  upstreamError(kind: 'connect' | 'reset' | 'status_5xx' | 'status_4xx' | 'first_token_timeout' | 'mid_stream'): void;
+  cancelled(phase: 'queued' | 'upstream_wait' | 'streaming', latencySeconds: number): void;
+}
+
+export interface LogStage {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface Services {
+  readonly cfg: GatewayConfig;
+  readonly catalog: ModelCatalog;
+  readonly auth: AuthStage;
+  readonly quota: QuotaStore;
+  readonly tokenizer: TokenizeStage;
+  readonly registry: RegistryStage;
+  readonly router: Router;
+  readonly upstream: UpstreamClient;
+  readonly usage: UsageRecorder;
+  readonly metrics: MetricsStage | null;
+  readonly log: LogStage;
+}

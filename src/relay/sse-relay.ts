@@ -1,0 +1,170 @@
+// Streams an upstream vLLM SSE body to the client event by event, as it arrives, with no buffering beyond a
+// partial event split across two upstream chunks. Along the way it learns what billing and routing need: the
+// first event (TTFT), the number of token events relayed (output tokens of a cancelled stream), the usage
+// chunk (exact counts and cached tokens) and the finish reason. The usage chunk is removed when the client did
+// not ask for it (the gateway always asks upstream). An upstream error event becomes one gateway error event
+// and the stream ends without a [DONE].
+// Thread: main. Hot path: per upstream chunk one scan for "\n\n" and two native indexOf per event; forwarded
+// bytes are subarray views of the upstream Buffer (no copy), written inside one cork per upstream chunk.
+import type { ClientSink } from './client-sink.ts';
+import { errorEvent } from '../errors/openai-error-body.ts';
+import type { Rejection } from '../errors/gateway-error.ts';
+
+const DONE = Buffer.from('data: [DONE]');
+const ERROR_PREFIX = Buffer.from('data: {"error"');
+const EMPTY_CHOICES = Buffer.from('"choices":[]');
+const FINISH = Buffer.from('"finish_reason":"');
+const NL = 0x0a;
+
+export interface RelayUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export class SseRelay {
+  /** Token events relayed so far (content deltas; the chat role chunk is not a token). */
+  tokens = 0;
+  dataEvents = 0;
+  usage: RelayUsage | null = null;
+  finishReason: string | null = null;
+  sawDone = false;
+  /** Set when the upstream sent an error event (the stream then ends with our error event). */
+  upstreamError: Rejection | null = null;
+  private pending: Buffer | null = null;
+  private readonly sink: ClientSink;
+  private readonly dropUsage: boolean;
+  private readonly isChat: boolean;
+  private backpressured = false;
+
+  constructor(sink: ClientSink, dropUsage: boolean, isChat: boolean) {
+    this.sink = sink;
+    this.dropUsage = dropUsage;
+    this.isChat = isChat;
+  }
+
+  /**
+   * Relays one upstream chunk. Returns true when the client is backpressured (the caller pauses the upstream
+   * until sink.onDrain fires). The caller wraps the call in sink.cork().
+   */
+  push(chunk: Buffer): boolean {
+    let buf = chunk;
+    if (this.pending !== null) {
+      buf = Buffer.concat([this.pending, chunk]);
+      this.pending = null;
+    }
+    this.backpressured = false;
+    const len = buf.length;
+    let eventStart = 0;
+    let fwdStart = 0;
+    let i = buf.indexOf(NL, 0);
+    while (i !== -1 && i + 1 < len) {
+      if (buf[i + 1] !== NL) {
+        i = buf.indexOf(NL, i + 1);
+        continue;
+      }
+      const eventEnd = i + 2;
+      if (!this.onEvent(buf, eventStart, eventEnd)) {
+        // drop this event: flush what precedes it
+        if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
+        fwdStart = eventEnd;
+        if (this.upstreamError !== null || this.sawDone) {
+          eventStart = eventEnd;
+          break;
+        }
+      }
+      eventStart = eventEnd;
+      i = eventStart < len ? buf.indexOf(NL, eventStart) : -1;
+    }
+    if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
+    if (eventStart < len && this.upstreamError === null && !this.sawDone) {
+      // Keep the partial event. Copy: the upstream Buffer may be reused by the socket layer.
+      this.pending = Buffer.from(buf.subarray(eventStart));
+    }
+    return this.backpressured;
+  }
+
+  /** Whether the stream reached its clean end ([DONE]) or an upstream error event. */
+  get finished(): boolean {
+    return this.sawDone || this.upstreamError !== null;
+  }
+
+  /** Ends the client stream after a failure: one error event, never a [DONE]. */
+  fail(r: Rejection): void {
+    this.sink.end(errorEvent(r));
+  }
+
+  /** Ends the client stream after the upstream body ended. */
+  close(): void {
+    if (this.upstreamError !== null) {
+      this.sink.end(errorEvent(this.upstreamError));
+    } else {
+      this.sink.end();
+    }
+  }
+
+  private forward(bytes: Buffer): void {
+    if (!this.sink.write(bytes)) this.backpressured = true;
+  }
+
+  /** Classifies one event; returns false when it must not be forwarded as is. */
+  private onEvent(buf: Buffer, s: number, e: number): boolean {
+    if (startsWith(buf, s, DONE)) {
+      // [DONE] after an upstream error is never relayed; a clean one is.
+      this.sawDone = true;
+      return this.upstreamError === null;
+    }
+    if (startsWith(buf, s, ERROR_PREFIX)) {
+      this.upstreamError = normaliseStreamError(buf.toString('utf8', s + 6, e));
+      return false;
+    }
+    if (buf[s] !== 0x64 /* d */) return true; // comments and other fields pass through
+    const choicesEmpty = buf.indexOf(EMPTY_CHOICES, s);
+    if (choicesEmpty !== -1 && choicesEmpty < e) {
+      this.readUsage(buf.toString('utf8', s + 6, e));
+      return !this.dropUsage;
+    }
+    this.dataEvents++;
+    if (!(this.isChat && this.dataEvents === 1)) this.tokens++;
+    const f = buf.indexOf(FINISH, s);
+    if (f !== -1 && f < e) {
+      const q = buf.indexOf(0x22, f + FINISH.length);
+      if (q !== -1 && q < e) this.finishReason = buf.toString('latin1', f + FINISH.length, q);
+    }
+    return true;
+  }
+
+  private readUsage(json: string): void {
+    try {
+      const u = (JSON.parse(json) as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } }).usage;
+      if (u) {
+        this.usage = {
+          promptTokens: u.prompt_tokens ?? 0,
+          completionTokens: u.completion_tokens ?? 0,
+          cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
+        };
+      }
+    } catch {
+      // A malformed usage chunk is the replica's bug; billing falls back to relayed counts.
+    }
+  }
+}
+
+function startsWith(buf: Buffer, at: number, needle: Buffer): boolean {
+  if (at + needle.length > buf.length) return false;
+  for (let k = 0; k < needle.length; k++) if (buf[at + k] !== needle[k]) return false;
+  return true;
+}
+
+/** vLLM's mid-stream error is {"error":{"message","type":"BadRequestError","code":400}}: numeric code. */
+export function normaliseStreamError(json: string): Rejection {
+  let message = 'The replica failed while streaming the response.';
+  try {
+    const parsed = JSON.parse(json) as { error?: { message?: unknown } | string };
+    const m = typeof parsed.error === 'object' ? parsed.error?.message : parsed.error;
+    if (typeof m === 'string' && m) message = m;
+  } catch {
+    // keep the generic message
+  }
+  return { code: 'upstream_error', message };
+}

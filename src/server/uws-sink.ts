@@ -1,0 +1,89 @@
+// ClientSink over a uWS HttpResponse: status line strings built once, corked writes, backpressure through
+// onWritable. Thread: main. Hot path: write() per relayed chunk costs one uWS call (plus cork when outside a
+// uWS callback, which the caller arranges per upstream chunk, not per SSE event).
+import type { HttpResponse } from './uws.ts';
+import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
+
+const STATUS_LINES = new Map<number, string>([
+  [200, '200 OK'], [400, '400 Bad Request'], [401, '401 Unauthorized'], [403, '403 Forbidden'],
+  [404, '404 Not Found'], [405, '405 Method Not Allowed'], [413, '413 Payload Too Large'],
+  [415, '415 Unsupported Media Type'], [422, '422 Unprocessable Entity'], [429, '429 Too Many Requests'],
+  [500, '500 Internal Server Error'], [501, '501 Not Implemented'], [502, '502 Bad Gateway'],
+  [503, '503 Service Unavailable'], [504, '504 Gateway Timeout'],
+]);
+
+export function statusLine(status: number): string {
+  return STATUS_LINES.get(status) ?? `${status} Status`;
+}
+
+export class UwsSink implements ClientSink {
+  aborted = false;
+  started = false;
+  ended = false;
+  private drainCb: (() => void) | null = null;
+  private readonly res: HttpResponse;
+  /** Called once when the client disconnects before the response ended. */
+  onClientAbort: (() => void) | null = null;
+  /** The body reader's own abort hook (the body promise must settle even if the client leaves mid-upload). */
+  onBodyAbort: (() => void) | null = null;
+
+  constructor(res: HttpResponse) {
+    this.res = res;
+    // onAborted must be registered before any await (uWS rule); after it fires `res` must not be touched.
+    res.onAborted(() => {
+      this.aborted = true;
+      const body = this.onBodyAbort;
+      this.onBodyAbort = null;
+      if (body !== null) body();
+      const cb = this.onClientAbort;
+      this.onClientAbort = null;
+      if (cb !== null) cb();
+    });
+  }
+
+  setAbortHandler(cb: () => void): void {
+    this.onClientAbort = cb;
+  }
+
+  begin(status: number, headers: HeaderList): void {
+    if (this.aborted || this.ended || this.started) return;
+    this.started = true;
+    const res = this.res;
+    res.writeStatus(statusLine(status));
+    for (let i = 0; i < headers.length; i++) res.writeHeader(headers[i]![0], headers[i]![1]);
+  }
+
+  write(chunk: Uint8Array | string): boolean {
+    if (this.aborted || this.ended) return true;
+    return this.res.write(chunk);
+  }
+
+  end(chunk?: Uint8Array | string): void {
+    if (this.aborted || this.ended) return;
+    this.ended = true; // nothing may touch res after end
+    this.onClientAbort = null;
+    if (!this.started) this.started = true;
+    this.res.end(chunk);
+  }
+
+  onDrain(cb: () => void): void {
+    if (this.aborted || this.ended) return;
+    const first = this.drainCb === null;
+    this.drainCb = cb;
+    if (!first) return;
+    this.res.onWritable(() => {
+      const f = this.drainCb;
+      this.drainCb = null;
+      if (f !== null && !this.aborted && !this.ended) f();
+      return true;
+    });
+  }
+
+  cork(fn: () => void): void {
+    if (this.aborted || this.ended) {
+      fn();
+      return;
+    }
+    this.res.cork(fn);
+  }
+}

@@ -1,0 +1,25 @@
+// The one module that imports uWebSockets.js. Pinned to @trufflesuite/uws-js-unofficial@20.30.0-unofficial.0
+// (uWS v20.30 prebuilt for Node ABI 115 on glibc 2.36). Swapping the build means changing this file only.
+// Thread: main. Setup only.
+import uws from '@trufflesuite/uws-js-unofficial';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+
+export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket };
+
+/**
+ * The package silently falls back to a slow pure-JS server when its native binary does not load. The native
+ * build exports H3App; the fallback does not. main.ts refuses to start on the fallback unless told to.
+ */
+export const uwsIsNative: boolean = 'H3App' in uws;
+
+export function createApp(): TemplatedApp {
+  return uws.App();
+}
+
+export function closeListenSocket(s: us_listen_socket): void {
+  uws.us_listen_socket_close(s);
+}
+
+export function listenPort(s: us_listen_socket): number {
+  return uws.us_socket_local_port(s as unknown as Parameters<typeof uws.us_socket_local_port>[0]);
+}

@@ -1,0 +1,28 @@
+// The usage record: one per completion request that authenticated as a tenant, whatever its outcome.
+// Field names are the contract's (../shared/contract.md "Usage records"). Thread: main.
+export interface UsageRecord {
+  request_id: string;
+  tenant: string;
+  model: string;
+  pool: string | null;
+  adapter: string | null;
+  replica: string | null;
+  status: number;
+  finish_reason: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  ttft_ms: number | null;
+  duration_ms: number;
+  retries: number;
+  cancelled: boolean;
+  ts: string;
+}
+
+/** Where records go. write() never throws and never blocks the request; flush() is for shutdown. */
+export interface UsageSink {
+  readonly name: string;
+  write(line: string, record: UsageRecord): void;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,41 @@
+// Fans each usage record out to the configured sinks. Serialises once per record. Thread: main.
+import type { GatewayConfig } from '../config/schema.ts';
+import { JsonlSink } from './jsonl-sink.ts';
+import { RedisStreamSink } from './redis-stream-sink.ts';
+import type { UsageRecord, UsageSink } from './usage-record.ts';
+
+export class UsageRecorder {
+  private readonly sinks: UsageSink[];
+
+  constructor(sinks: UsageSink[]) {
+    this.sinks = sinks;
+  }
+
+  static fromConfig(cfg: GatewayConfig): UsageRecorder {
+    const sinks: UsageSink[] = [];
+    for (const spec of cfg.usage.sinks) {
+      if (spec.startsWith('jsonl:')) {
+        sinks.push(new JsonlSink(spec.slice('jsonl:'.length)));
+      } else if (spec.startsWith('redis-stream:')) {
+        const url = cfg.quota.redis_url ?? 'redis://127.0.0.1:6379';
+        sinks.push(new RedisStreamSink(url, spec.slice('redis-stream:'.length), cfg.quota.timeout_ms));
+      }
+    }
+    return new UsageRecorder(sinks);
+  }
+
+  record(r: UsageRecord): void {
+    if (this.sinks.length === 0) return;
+    const line = JSON.stringify(r) + '\n';
+    for (let i = 0; i < this.sinks.length; i++) this.sinks[i]!.write(line, r);
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all(this.sinks.map((s) => s.flush()));
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    await Promise.all(this.sinks.map((s) => s.close()));
+  }
+}
