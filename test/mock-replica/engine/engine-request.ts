@@ -5,13 +5,18 @@
 // Thread: main of the mock process. Hot path: fields are read per step per scheduled request; fixed shape.
 import type { EngineRequestEvents, EngineRequestSpec, RequestPhase } from './types.ts';
 
+const NO_EVENTS: EngineRequestEvents = { onFirstToken() {}, onToken() {}, onFinish() {} };
+const NO_HASHES: ArrayLike<number> = [];
+
 export class EngineRequest {
   readonly id: string;
-  readonly spec: EngineRequestSpec;
-  readonly events: EngineRequestEvents;
+  /** Swapped for a no-op once the request is closed, so the snapshot's history does not pin sockets. */
+  events: EngineRequestEvents;
+  private promptHashes: ArrayLike<number>;
   readonly adapter: string | null;
   readonly promptTokens: number;
   readonly outputTokens: number;
+  readonly finishReason: 'stop' | 'length';
   /** Distinguishes this request's synthetic (generated-token) block hashes from every other request's. */
   private readonly salt: number;
   /** How many leading blocks take their hash from spec.blockHashes. */
@@ -36,8 +41,9 @@ export class EngineRequest {
 
   constructor(spec: EngineRequestSpec, events: EngineRequestEvents, blockSize: number, salt: number, arrivalMs: number) {
     this.id = spec.id;
-    this.spec = spec;
     this.events = events;
+    this.promptHashes = spec.blockHashes;
+    this.finishReason = spec.finishReason;
     this.adapter = spec.adapter;
     this.promptTokens = spec.promptTokens;
     this.outputTokens = spec.outputTokens;
@@ -54,9 +60,17 @@ export class EngineRequest {
     return this.numOutputTokens > 0;
   }
 
+  /** Marks the request closed (onFinish was called) and drops what it no longer needs. */
+  close(): void {
+    this.closed = true;
+    this.events = NO_EVENTS;
+    this.promptHashes = NO_HASHES;
+    this.syntheticHashes.length = 0;
+  }
+
   /** Cache key of block `index` of this request's token sequence (only asked for full blocks). */
   blockHash(index: number): number {
-    if (index < this.specBlocks) return this.spec.blockHashes[index]!;
+    if (index < this.specBlocks) return this.promptHashes[index]!;
     const k = index - this.specBlocks;
     while (this.syntheticHashes.length <= k) {
       const i = this.specBlocks + this.syntheticHashes.length;

@@ -112,8 +112,9 @@ export class MockEngine {
     req.phase = 'aborted';
     this.abortedCount++;
     this.recordFinish(req, 'abort', this.clock.now());
-    req.closed = true;
-    req.events.onFinish('abort');
+    const events = req.events;
+    req.close();
+    events.onFinish('abort');
     this.maybeStartStep();
     return true;
   }
@@ -409,7 +410,7 @@ export class MockEngine {
         this.live.delete(req.id);
         this.release(req);
         this.completedCount++;
-        this.recordFinish(req, req.spec.finishReason, endMs);
+        this.recordFinish(req, req.finishReason, endMs);
         finishedAny = true;
       }
       sampled.push(req);
@@ -428,8 +429,9 @@ export class MockEngine {
       if (index === 0 && !req.closed) req.events.onFirstToken({ cachedTokens: req.cachedTokens });
       if (!req.closed) req.events.onToken(index);
       if (req.phase === 'finished' && !req.closed) {
-        req.closed = true;
-        req.events.onFinish(req.spec.finishReason);
+        const events = req.events;
+        req.close();
+        events.onFinish(req.finishReason);
       }
     }
   }
