@@ -145,8 +145,8 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
       onToken(index) {
         common.onTok(index);
         if (dieAfter >= 0 && index + 1 >= dieAfter) {
+          res.destroy(); // first, so the abort's onFinish finds the socket gone and sends nothing
           abortEngine();
-          res.destroy();
         }
       },
       onFinish(reason) {
