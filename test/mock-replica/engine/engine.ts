@@ -223,14 +223,19 @@ export class MockEngine {
     if (this.closed) return;
     const endMs = this.stepEndMs;
     this.inStepEnd = true;
+    let handlerError: unknown = null;
     try {
-      this.finishStep(endMs);
+      handlerError = this.finishStep(endMs);
     } finally {
       this.inStepEnd = false;
     }
-    if (this.stepTimer !== null || this.closed || !this.hasWork()) return;
-    const nowMs = this.clock.now();
-    this.startStep(nowMs - endMs <= CATCH_UP_LIMIT_MS ? endMs : nowMs);
+    if (this.stepTimer === null && !this.closed && this.hasWork()) {
+      const nowMs = this.clock.now();
+      this.startStep(nowMs - endMs <= CATCH_UP_LIMIT_MS ? endMs : nowMs);
+    }
+    // A throwing handler is a bug in the caller: surface it, but only once every other request got its
+    // events and the next step is armed, so one bad handler does not stall the engine.
+    if (handlerError !== null) throw handlerError;
   };
 
   /** Builds this step's batch into schedReqs/schedTokens/shape (vLLM Scheduler.schedule); true if it preempted. */
@@ -379,7 +384,7 @@ export class MockEngine {
   }
 
   /** Applies the step that ends at `endMs`: computed tokens, sampling, finishes; then fires the events. */
-  private finishStep(endMs: number): void {
+  private finishStep(endMs: number): unknown {
     this.steps++;
     const reqs = this.schedReqs;
     const tokens = this.schedTokens;
@@ -423,17 +428,27 @@ export class MockEngine {
       this.running.length = k;
     }
     // Pass 2: events, in batch order; a request aborted by an earlier handler gets nothing more.
+    let firstError: unknown = null;
     for (let i = 0; i < sampled.length; i++) {
       const req = sampled[i]!;
       const index = sampledIndex[i]!;
-      if (index === 0 && !req.closed) req.events.onFirstToken({ cachedTokens: req.cachedTokens });
-      if (!req.closed) req.events.onToken(index);
+      try {
+        if (index === 0 && !req.closed) req.events.onFirstToken({ cachedTokens: req.cachedTokens });
+        if (!req.closed) req.events.onToken(index);
+      } catch (err) {
+        firstError ??= err;
+      }
       if (req.phase === 'finished' && !req.closed) {
         const events = req.events;
         req.close();
-        events.onFinish(req.finishReason);
+        try {
+          events.onFinish(req.finishReason);
+        } catch (err) {
+          firstError ??= err;
+        }
       }
     }
+    return firstError;
   }
 
   private recordFinish(req: EngineRequest, reason: 'stop' | 'length' | 'abort', endMs: number): void {

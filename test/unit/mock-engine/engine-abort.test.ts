@@ -82,3 +82,17 @@ void test('close() aborts everything in the engine and stops stepping', () => {
   assert.equal(clock.pendingTimers, 0);
   assert.throws(() => addRecorded(engine, clock, { promptTokens: 20, outputTokens: 1 }), /closed/);
 });
+
+void test('a throwing event handler surfaces its error but the engine keeps serving the other requests', () => {
+  const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
+  const bad = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 3 }, (_rec, kind) => {
+    if (kind === 'first') throw new Error('handler bug');
+  });
+  const good = addRecorded(engine, clock, { promptTokens: 20, outputTokens: 3 });
+  assert.throws(() => clock.runUntilIdle(), /handler bug/);
+  clock.runUntilIdle();
+  assert.equal(good.tokenIndexes.length, 3);
+  assert.equal(good.finishReason, 'stop');
+  assert.equal(bad.finishReason, 'stop');
+  assert.equal(engine.snapshot().free_blocks, engine.config.numGpuBlocks - 1);
+});

@@ -89,8 +89,11 @@ void test('on a RealClock the engine runs in wall time, scaled', async () => {
     });
   });
   const elapsedMs = await done;
-  // 93 ms prefill + 19 decode steps of 10.6 ms ≈ 295 ms of profile time → ≈ 30 ms at 0.1.
-  assert.ok(elapsedMs >= 25 && elapsedMs < 300, `took ${elapsedMs.toFixed(1)} ms`);
+  // 95 ms prefill + 19 decode steps of 10.6 ms ≈ 297 ms of profile time → ≈ 30 ms at 0.1. Never faster than
+  // that; slower only by what a loaded machine adds (the CI box is shared, so the upper bound is loose).
+  assert.ok(elapsedMs >= 29 && elapsedMs < 3000, `took ${elapsedMs.toFixed(1)} ms`);
+  const e2eMs = engine.stats().histograms.e2e_request_latency_seconds.sum * 1000;
+  assert.ok(e2eMs >= 29 && e2eMs <= elapsedMs + 1, `engine saw ${e2eMs.toFixed(1)} ms, the client ${elapsedMs.toFixed(1)} ms`);
   engine.close();
 });
 
