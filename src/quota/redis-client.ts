@@ -20,6 +20,8 @@ export interface RedisClientOptions {
   lazy?: boolean;
   /** Longest pause between reconnect attempts (default 1000 ms). */
   maxReconnectDelayMs?: number;
+  /** Batch the commands issued in one event-loop turn into one write (ioredis enableAutoPipelining). */
+  autoPipelining?: boolean;
   /** Connection errors (ECONNREFUSED, timeouts); without it they are swallowed, never printed. */
   onError?: (err: Error) => void;
 }
@@ -34,6 +36,7 @@ export function createRedisClient(url: string, opts: RedisClientOptions): RedisC
     autoResendUnfulfilledCommands: false,
     enableReadyCheck: true,
     lazyConnect: opts.lazy ?? false,
+    enableAutoPipelining: opts.autoPipelining ?? false,
     // 50, 100, 200 ... ms, capped: forever, so the store recovers by itself when Redis returns.
     retryStrategy: (attempt: number) => Math.min(50 * 2 ** Math.min(attempt, 10), maxDelayMs),
   });
