@@ -38,6 +38,14 @@ export interface ChatMessage {
 
 export type ChatTemplateName = 'llama3.1' | 'chatml';
 
+/** The template refused the messages, as the model's Jinja template raises (vLLM answers 400). */
+export class ChatTemplateError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ChatTemplateError';
+  }
+}
+
 const LLAMA_SYSTEM_PREAMBLE = 'Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n';
 const LLAMA_GENERATION_PROMPT = '<|start_header_id|>assistant<|end_header_id|>\n\n';
 const CHATML_GENERATION_PROMPT = '<|im_start|>assistant\n';
@@ -110,7 +118,7 @@ function llamaTurn(message: ChatMessage): string {
     return `<|start_header_id|>ipython<|end_header_id|>\n\n${pythonToJson(contentText(message.content))}<|eot_id|>`;
   }
   if (message.tool_calls !== undefined && message.tool_calls !== null) {
-    if (message.tool_calls.length !== 1) throw new Error('This model only supports single tool-calls at once!');
+    if (message.tool_calls.length !== 1) throw new ChatTemplateError('This model only supports single tool-calls at once!');
     const call = (message.tool_calls[0] as ChatToolCall).function;
     return `<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "${call.name}", "parameters": ${pythonToJson(toolArguments(call.arguments))}}<|eot_id|>`;
   }

@@ -1,7 +1,8 @@
 // Prompt token ids exactly as vLLM computes them, for chat and completions requests.
 // Thread: any (gateway acceptor, tokenize worker, mock replica). Hot path: the tokenizer call dominates.
-// Pure functions, no cache: the cached path (phase 2, prompt-tokenizer.ts) must give the same ids, and
-// test/unit/tokenize/prompt.test.ts holds it to these.
+// Pure functions with no request-level cache (the tokenizer's piece cache is invisible): the cached path
+// (cached-prompt-encoder.ts) must give the same ids, and test/unit/tokenize/*.test.ts hold it to these.
+// `shouldStop` is polled during long encodes (see TextTokenizer.encodeWithSpecials).
 import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
 import type { TextTokenizer } from './tokenizer.ts';
 
@@ -23,9 +24,14 @@ export function concatTokens(parts: readonly Uint32Array[]): Uint32Array {
  * template writes <|begin_of_text|> itself; vLLM passes add_special_tokens=False). Tokenized segment by
  * segment, which equals tokenizing the joined text (see chat-template.ts).
  */
-export function chatPromptTokens(tokenizer: TextTokenizer, template: ChatTemplateName, messages: readonly ChatMessage[]): Uint32Array {
+export function chatPromptTokens(
+  tokenizer: TextTokenizer,
+  template: ChatTemplateName,
+  messages: readonly ChatMessage[],
+  shouldStop: (() => boolean) | null = null,
+): Uint32Array {
   const segments = renderChatSegments(template, messages);
-  return concatTokens(segments.map((s) => tokenizer.encodeWithSpecials(s)));
+  return concatTokens(segments.map((s) => tokenizer.encodeWithSpecials(s, shouldStop)));
 }
 
 /**
@@ -33,9 +39,13 @@ export function chatPromptTokens(tokenizer: TextTokenizer, template: ChatTemplat
  * one, special-token text parsed, so a prompt that already starts with <|begin_of_text|> gets two, as in
  * vLLM); a token-id array is taken as is.
  */
-export function completionPromptTokens(tokenizer: TextTokenizer, prompt: string | readonly number[]): Uint32Array {
+export function completionPromptTokens(
+  tokenizer: TextTokenizer,
+  prompt: string | readonly number[],
+  shouldStop: (() => boolean) | null = null,
+): Uint32Array {
   if (typeof prompt !== 'string') return Uint32Array.from(prompt);
-  const body = tokenizer.encodeWithSpecials(prompt);
+  const body = tokenizer.encodeWithSpecials(prompt, shouldStop);
   if (tokenizer.bosId === null) return body;
   const out = new Uint32Array(body.length + 1);
   out[0] = tokenizer.bosId;

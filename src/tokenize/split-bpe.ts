@@ -12,6 +12,7 @@
 // tiktoken direct on the corpus and on seeded random text.
 // Memory: two generations of at most PIECE_CACHE_ENTRIES pieces of at most MAX_CACHED_PIECE_CHARS chars,
 // about 10 MB per thread at worst.
+import { AbortError } from './protocol.ts';
 import type { TextTokenizer, TokenizerName } from './tokenizer.ts';
 
 const WS = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
@@ -29,13 +30,6 @@ const PIECE_CACHE_ENTRIES = 32768;
 const MAX_CACHED_PIECE_CHARS = 48;
 /** How often (in pieces) a long encode polls its stop callback: cheap enough to be invisible. */
 const STOP_POLL_PIECES = 2048;
-
-export class EncodeStoppedError extends Error {
-  constructor() {
-    super('encode stopped');
-    this.name = 'AbortError';
-  }
-}
 
 function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -120,7 +114,7 @@ export class SplitBpeTokenizer implements TextTokenizer {
         out.set(ids, k);
         k += ids.length;
       }
-      if (shouldStop !== null && ++pieces % STOP_POLL_PIECES === 0 && shouldStop()) throw new EncodeStoppedError();
+      if (shouldStop !== null && ++pieces % STOP_POLL_PIECES === 0 && shouldStop()) throw new AbortError('encode stopped');
     }
     return k;
   }

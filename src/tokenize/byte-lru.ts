@@ -1,0 +1,58 @@
+// A least-recently-used map bounded by an estimate of its bytes, for the per-thread tokenize caches.
+// Thread: any (one instance per cache per thread, never shared). Hot path: get/set are O(1) Map operations.
+// Recency is the Map's insertion order: a hit re-inserts the key (delete + set), eviction takes the first
+// key. The caller supplies each entry's byte estimate (key + value + per-entry overhead) when it sets it;
+// an entry larger than an eighth of the budget is not stored, so one huge prompt cannot flush the cache.
+
+/** V8 Map entry, object header and the typed-array wrapper: measured order of magnitude, not exact. */
+export const ENTRY_OVERHEAD_BYTES = 128;
+
+export class ByteLru<K, V> {
+  private readonly maxBytes: number;
+  private readonly map = new Map<K, { value: V; bytes: number }>();
+  private usedBytes = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = Math.max(0, Math.floor(maxBytes));
+  }
+
+  get(key: K): V | undefined {
+    const entry = this.map.get(key);
+    if (entry === undefined) return undefined;
+    this.map.delete(key);
+    this.map.set(key, entry);
+    return entry.value;
+  }
+
+  /** Stores `value` unless it is too big for this cache; returns whether it was stored. */
+  set(key: K, value: V, bytes: number): boolean {
+    if (bytes > this.maxBytes / 8) return false;
+    const old = this.map.get(key);
+    if (old !== undefined) {
+      this.usedBytes -= old.bytes;
+      this.map.delete(key);
+    }
+    this.map.set(key, { value, bytes });
+    this.usedBytes += bytes;
+    while (this.usedBytes > this.maxBytes) {
+      const first = this.map.keys().next();
+      if (first.done === true) break;
+      const evicted = this.map.get(first.value) as { bytes: number };
+      this.usedBytes -= evicted.bytes;
+      this.map.delete(first.value);
+    }
+    return true;
+  }
+
+  get bytes(): number {
+    return this.usedBytes;
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get capacityBytes(): number {
+    return this.maxBytes;
+  }
+}

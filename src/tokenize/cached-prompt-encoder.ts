@@ -1,0 +1,129 @@
+// Prompt → (token ids, chained block hashes) with two per-thread caches, so a repeated system prompt or
+// the earlier turns of a conversation are neither tokenized nor hashed again.
+// Thread: any; one instance per thread (the acceptor's inline path and each tokenize worker own one; they
+// are never shared). Hot path: yes, this is the per-request tokenize work.
+//
+// 1. Segment token cache: the chat template renders one text segment per message (chat-template.ts), and
+//    tokens(prompt) == concat(tokens(segment)), so each segment's ids are cached. Key: the rendered
+//    segment string itself (role + content + template markup), so the Map's native string hash finds it
+//    and an exact comparison confirms it: a hash collision can never return another message's tokens.
+//    Each cached segment also gets a never-reused numeric id.
+// 2. Prefix hash cache: block hashes chain from the start of the prompt, so the hashes of the first c
+//    segments' full blocks depend only on (tokenizer, block size, adapter, those segments). Keyed by those
+//    and the segments' ids, we store the hashes after the system segment and after the last message; a
+//    request looks up its whole message list, the list minus the last two messages (the previous turn of
+//    a growing conversation), and its system segment, then hashes only the blocks after the longest hit.
+// Both are byte-bounded LRUs (byte-lru.ts); 7/8 of the budget for tokens, 1/8 for hashes (a hash is 8
+// bytes per 16 tokens). test/unit/tokenize/cached-prompt-encoder.test.ts proves cached == uncached.
+import { blockHashes } from './block-hash.ts';
+import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
+import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
+import { completionPromptTokens, concatTokens } from './prompt.ts';
+import { getTokenizer, type TokenizerName } from './tokenizer.ts';
+
+export interface PromptWork {
+  tokenizer: TokenizerName;
+  template: ChatTemplateName;
+  blockSize: number;
+  kind: 'chat' | 'completion';
+  messages?: readonly ChatMessage[];
+  prompt?: string | readonly number[];
+  /** LoRA adapter name: the block hashes' extra key. */
+  adapter: string | null;
+}
+
+export interface EncodedPrompt {
+  tokens: Uint32Array;
+  blockHashes: Float64Array;
+}
+
+interface CachedSegment {
+  tokenizer: TokenizerName;
+  tokens: Uint32Array;
+  id: number;
+}
+
+export class CachedPromptEncoder {
+  private readonly segments: ByteLru<string, CachedSegment>;
+  private readonly prefixes: ByteLru<string, Float64Array>;
+  private nextSegmentId = 1;
+
+  constructor(cacheBytes: number) {
+    this.segments = new ByteLru(cacheBytes * 7 / 8);
+    this.prefixes = new ByteLru(cacheBytes / 8);
+  }
+
+  encode(work: PromptWork, shouldStop: (() => boolean) | null = null): EncodedPrompt {
+    if (work.kind === 'completion') {
+      const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
+      return { tokens, blockHashes: blockHashes(tokens, work.blockSize, work.adapter) };
+    }
+    return this.encodeChat(work, shouldStop);
+  }
+
+  /** Bytes held by the token and hash caches (estimates, see byte-lru.ts). */
+  cacheBytes(): { segments: number; prefixes: number; capacity: number } {
+    return { segments: this.segments.bytes, prefixes: this.prefixes.bytes, capacity: this.segments.capacityBytes + this.prefixes.capacityBytes };
+  }
+
+  private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null): EncodedPrompt {
+    const tokenizer = getTokenizer(work.tokenizer);
+    const texts = renderChatSegments(work.template, work.messages ?? []);
+    const parts: Uint32Array[] = new Array<Uint32Array>(texts.length);
+    const ids: number[] = new Array<number>(texts.length);
+    for (let i = 0; i < texts.length; i++) {
+      const text = texts[i] as string;
+      let hit = this.segments.get(text);
+      if (hit === undefined || hit.tokenizer !== work.tokenizer) {
+        hit = { tokenizer: work.tokenizer, tokens: tokenizer.encodeWithSpecials(text, shouldStop), id: this.nextSegmentId++ };
+        this.segments.set(text, hit, 2 * text.length + hit.tokens.byteLength + ENTRY_OVERHEAD_BYTES);
+      }
+      parts[i] = hit.tokens;
+      ids[i] = hit.id;
+    }
+    const tokens = concatTokens(parts);
+    return { tokens, blockHashes: this.chatBlockHashes(work, tokens, parts, ids) };
+  }
+
+  private chatBlockHashes(work: PromptWork, tokens: Uint32Array, parts: Uint32Array[], ids: number[]): Float64Array {
+    const bs = work.blockSize;
+    const keyHead = `${work.tokenizer}|${bs}|${work.adapter ?? ''}|`;
+    const messageSegments = parts.length - 1; // the last segment is the generation prompt
+    const tokensBefore = (c: number): number => {
+      let n = 0;
+      for (let i = 0; i < c; i++) n += (parts[i] as Uint32Array).length;
+      return n;
+    };
+    const keyOf = (c: number): string => keyHead + ids.slice(0, c).join(',');
+
+    let cached: Float64Array | null = null;
+    let cachedKey = '';
+    for (const c of [messageSegments, messageSegments - 2, 1]) {
+      if (c < 1) continue;
+      const key = keyOf(c);
+      const hit = this.prefixes.get(key);
+      if (hit !== undefined) {
+        cached = hit;
+        cachedKey = key;
+        break;
+      }
+    }
+    let hashes: Float64Array;
+    if (cached === null || cached.length === 0) hashes = blockHashes(tokens, bs, work.adapter);
+    else {
+      const rest = blockHashes(tokens.subarray(cached.length * bs), bs, work.adapter, cached[cached.length - 1] as number);
+      hashes = new Float64Array(cached.length + rest.length);
+      hashes.set(cached, 0);
+      hashes.set(rest, cached.length);
+    }
+    for (const c of new Set([1, messageSegments])) {
+      if (c < 1) continue;
+      const blocks = Math.floor(tokensBefore(c) / bs);
+      if (blocks === 0) continue;
+      const key = keyOf(c);
+      if (key === cachedKey || this.prefixes.get(key) !== undefined) continue;
+      this.prefixes.set(key, hashes.slice(0, blocks), 2 * key.length + 8 * blocks + ENTRY_OVERHEAD_BYTES);
+    }
+    return hashes;
+  }
+}

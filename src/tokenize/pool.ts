@@ -1,0 +1,131 @@
+// The tokenize worker pool: the only module that imports piscina.
+// Thread: constructed on the main thread at setup; transferResult() is also called inside workers.
+// Hot path: run() is one postMessage each way plus a 4-byte SharedArrayBuffer per task (~µs); the measured
+// round trip is in src/tokenize/README.md and decides tokenizer.inline_max_chars.
+// Workers are fixed (min = max = threads, never idle-reaped) because each one builds ~40 MB of tokenizer
+// state and warms its own caches; a respawn would cost ~1 s of CPU.
+import { Piscina } from 'piscina';
+import {
+  AbortError, CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
+  type WorkerTask,
+} from './protocol.ts';
+import type { PromptWork } from './cached-prompt-encoder.ts';
+import { ChatTemplateError } from './chat-template.ts';
+import type { TokenizerName } from './tokenizer.ts';
+
+const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
+
+/**
+ * Worker execArgv: the parent's, with tsx registered through its API. tsx's `--import tsx` entry registers
+ * its hooks only on the main thread on Node 20, so an inherited `--import tsx` leaves a worker unable to
+ * load .ts files; we drop it and import a one-line module that calls tsx's register() in the worker.
+ */
+function workerExecArgv(): string[] {
+  const args = [...process.execArgv];
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === '--import' && args[i + 1] === 'tsx') i++;
+    else if (a !== '--import=tsx') out.push(a);
+  }
+  const register = `import { register } from ${JSON.stringify(import.meta.resolve('tsx/esm/api'))}; register();`;
+  out.push('--import', `data:text/javascript,${encodeURIComponent(register)}`);
+  return out;
+}
+
+/** Marks a worker's result for transfer instead of structured clone (call it inside the worker). */
+export function transferResult(view: Float64Array): unknown {
+  return Piscina.move(view);
+}
+
+export interface PoolOutcome {
+  promptTokens: number;
+  blockHashes: Float64Array;
+}
+
+export interface PoolCounters {
+  completed: number;
+  /** Tasks cancelled while queued: the worker dropped them unread. */
+  skipped: number;
+  /** Tasks cancelled while running: the worker stopped encoding early. */
+  stopped: number;
+}
+
+export class TokenizePool {
+  private readonly piscina: Piscina<WorkerTask, unknown>;
+  private readonly threads: number;
+  private readonly cacheBytesPerWorker: number;
+  private inFlight = 0;
+  readonly counters: PoolCounters = { completed: 0, skipped: 0, stopped: 0 };
+
+  constructor(threads: number, cacheBytesPerWorker: number) {
+    this.threads = threads;
+    this.cacheBytesPerWorker = cacheBytesPerWorker;
+    this.piscina = new Piscina<WorkerTask, unknown>({
+      filename: WORKER_URL.href,
+      minThreads: threads,
+      maxThreads: threads,
+      idleTimeout: Number.POSITIVE_INFINITY,
+      concurrentTasksPerWorker: 1,
+      execArgv: workerExecArgv(),
+    });
+  }
+
+  /** Builds the given tokenizers in every worker (one warm-up task per worker, submitted together). */
+  async warmup(tokenizers: readonly TokenizerName[]): Promise<void> {
+    const tasks: Promise<unknown>[] = [];
+    for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, cacheBytes: this.cacheBytesPerWorker }));
+    await Promise.all(tasks);
+  }
+
+  /** Tasks submitted and not yet settled (queued or running). */
+  depth(): number {
+    return this.inFlight;
+  }
+
+  run(work: PromptWork, signal: AbortSignal | undefined): Promise<PoolOutcome> {
+    if (signal?.aborted === true) return Promise.reject(new AbortError());
+    const cancel = new Int32Array(new SharedArrayBuffer(4));
+    this.inFlight++;
+    return new Promise<PoolOutcome>((resolve, reject) => {
+      const onAbort = (): void => {
+        Atomics.store(cancel, 0, CancelState.cancelled);
+        reject(new AbortError());
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.piscina.run({ type: 'tokenize', work, cancel, cacheBytes: this.cacheBytesPerWorker }).then(
+        (raw) => {
+          this.inFlight--;
+          signal?.removeEventListener('abort', onAbort);
+          const result = raw as Float64Array;
+          switch (result[RESULT_STATUS] as ResultStatus) {
+            case ResultStatus.ok:
+              this.counters.completed++;
+              resolve({ promptTokens: result[RESULT_PROMPT_TOKENS] as number, blockHashes: result.subarray(RESULT_HEADER) });
+              return;
+            case ResultStatus.skipped:
+              this.counters.skipped++;
+              reject(new AbortError());
+              return;
+            case ResultStatus.stopped:
+              this.counters.stopped++;
+              reject(new AbortError());
+              return;
+            case ResultStatus.templateError:
+              reject(new ChatTemplateError('This model only supports single tool-calls at once!'));
+              return;
+          }
+        },
+        (err: unknown) => {
+          this.inFlight--;
+          signal?.removeEventListener('abort', onAbort);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.piscina.close();
+  }
+}

@@ -1,0 +1,114 @@
+// The gateway's tokenize stage: a request's exact prompt token count and chained block hashes.
+// Thread: main (the acceptor). Small prompts are encoded inline, synchronously; larger ones go to the
+// Piscina pool so a 100k-token prompt never stalls the event loop. Hot path: yes, once per request.
+// The cut-off is tokenizer.inline_max_chars (UTF-16 units of message content or prompt); its default comes
+// from `npm run bench -- tokenize` (src/tokenize/README.md): below it, encoding inline costs the acceptor
+// less CPU than a worker round trip. tokenizer.threads = 0 means always inline.
+// Caches: tokenizer.cache_bytes is split evenly between the inline encoder and each worker's encoder.
+// Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
+import { initBlockHasher } from './block-hash.ts';
+import { CachedPromptEncoder, type PromptWork } from './cached-prompt-encoder.ts';
+import { contentText, type ChatMessage } from './chat-template.ts';
+import { TokenizePool, type PoolCounters } from './pool.ts';
+import { AbortError } from './protocol.ts';
+import { getTokenizer, type TokenizerName } from './tokenizer.ts';
+import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
+
+export interface TokenizeRequest {
+  pool: PoolConfig;
+  kind: 'chat' | 'completion';
+  messages?: ChatMessage[];
+  prompt?: string | number[];
+  /** LoRA adapter name, or null for the base model: the block hashes' extra key. */
+  adapter: string | null;
+}
+
+export interface TokenizeResult {
+  promptTokens: number;
+  /** One per full block of pool.block_size tokens, chained; integers below 2^53. */
+  blockHashes: Float64Array;
+}
+
+export interface PromptTokenizerStats extends PoolCounters {
+  inline: number;
+  pooled: number;
+}
+
+/** Size of the prompt as the cut-off measures it: UTF-16 units of content (ids count one each). */
+export function promptChars(req: Pick<TokenizeRequest, 'kind' | 'messages' | 'prompt'>): number {
+  if (req.kind === 'completion') return req.prompt?.length ?? 0;
+  let chars = 0;
+  for (const m of req.messages ?? []) chars += contentText(m.content).length;
+  return chars;
+}
+
+export class PromptTokenizer {
+  private readonly inlineMaxChars: number;
+  private readonly inlineEncoder: CachedPromptEncoder;
+  private readonly pool: TokenizePool | null;
+  private inlineCount = 0;
+  private pooledCount = 0;
+
+  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizePool | null) {
+    this.inlineMaxChars = pool === null ? Number.POSITIVE_INFINITY : cfg.inline_max_chars;
+    this.inlineEncoder = new CachedPromptEncoder(cfg.cache_bytes / (cfg.threads + 1));
+    this.pool = pool;
+  }
+
+  /**
+   * Builds the inline encoder and `cfg.threads` workers, with `tokenizers` (the pools' tokenizer names)
+   * ready everywhere, so the first request pays no setup.
+   */
+  static async create(cfg: GatewayConfig['tokenizer'], tokenizers: readonly TokenizerName[] = ['llama3']): Promise<PromptTokenizer> {
+    await initBlockHasher();
+    for (const name of tokenizers) getTokenizer(name);
+    let pool: TokenizePool | null = null;
+    if (cfg.threads > 0) {
+      pool = new TokenizePool(cfg.threads, cfg.cache_bytes / (cfg.threads + 1));
+      await pool.warmup(tokenizers);
+    }
+    return new PromptTokenizer(cfg, pool);
+  }
+
+  /**
+   * Rejects with an AbortError (err.name === 'AbortError') when `signal` aborts first, and with a
+   * ChatTemplateError (a 400 for the client) when the template refuses the messages.
+   */
+  tokenize(req: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResult> {
+    if (signal?.aborted === true) return Promise.reject(new AbortError());
+    const work: PromptWork = {
+      tokenizer: req.pool.tokenizer,
+      template: req.pool.chat_template,
+      blockSize: req.pool.block_size,
+      kind: req.kind,
+      messages: req.messages,
+      prompt: req.prompt,
+      adapter: req.adapter,
+    };
+    if (this.pool === null || promptChars(req) <= this.inlineMaxChars) {
+      this.inlineCount++;
+      try {
+        const { tokens, blockHashes } = this.inlineEncoder.encode(work);
+        return Promise.resolve({ promptTokens: tokens.length, blockHashes });
+      } catch (err) {
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+    this.pooledCount++;
+    return this.pool.run(work, signal);
+  }
+
+  /** Pool tasks queued or running (0 with no pool); inline work never queues. */
+  queueDepth(): number {
+    return this.pool?.depth() ?? 0;
+  }
+
+  stats(): PromptTokenizerStats {
+    const counters = this.pool?.counters ?? { completed: 0, skipped: 0, stopped: 0 };
+    return { ...counters, inline: this.inlineCount, pooled: this.pooledCount };
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.close();
+  }
+}

@@ -1,0 +1,54 @@
+// Messages between PromptTokenizer (main thread) and workers/tokenize.worker.ts (Piscina threads).
+// Thread: both sides import these types and constants; nothing here runs on its own.
+// A task carries the work description (small: messages or prompt text, pool's tokenizer/template/block
+// size, adapter) and a 4-byte SharedArrayBuffer cancel cell. The result is one Float64Array, transferred
+// rather than cloned: [status, promptTokens, ...blockHashes] (token counts and 53-bit hashes are exact
+// doubles). Cancellation is cooperative: the worker reads the cell before starting (a task cancelled
+// while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
+// AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
+// throw away the worker's caches and cost a ~1 s tokenizer rebuild.
+import type { PromptWork } from './cached-prompt-encoder.ts';
+import type { TokenizerName } from './tokenizer.ts';
+
+export interface TokenizeTask {
+  type: 'tokenize';
+  work: PromptWork;
+  /** Int32Array over a SharedArrayBuffer; index 0 holds a CancelState. */
+  cancel: Int32Array;
+  /** This worker's share of tokenizer.cache_bytes; read once, when the worker builds its caches. */
+  cacheBytes: number;
+}
+
+export interface WarmupTask {
+  type: 'warmup';
+  tokenizers: readonly TokenizerName[];
+  cacheBytes: number;
+}
+
+export type WorkerTask = TokenizeTask | WarmupTask;
+
+export const CancelState = { pending: 0, cancelled: 1 } as const;
+
+export const ResultStatus = {
+  ok: 0,
+  /** The cancel cell was set before the worker started the task. */
+  skipped: 1,
+  /** The cancel cell was set while the worker was encoding; it stopped early. */
+  stopped: 2,
+  /** The chat template refused the messages (e.g. several tool calls in one assistant turn). */
+  templateError: 3,
+} as const;
+export type ResultStatus = (typeof ResultStatus)[keyof typeof ResultStatus];
+
+/** Index of the status and the prompt token count in a result array; hashes follow. */
+export const RESULT_STATUS = 0;
+export const RESULT_PROMPT_TOKENS = 1;
+export const RESULT_HEADER = 2;
+
+/** What an aborted tokenize rejects with: `err.name === 'AbortError'`, as fetch and undici use. */
+export class AbortError extends Error {
+  constructor(message = 'tokenize task aborted') {
+    super(message);
+    this.name = 'AbortError';
+  }
+}

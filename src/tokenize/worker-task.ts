@@ -1,0 +1,53 @@
+// The tokenize worker's task handler (workers/tokenize.worker.ts is its thin entry).
+// Thread: a Piscina worker; one handler, one CachedPromptEncoder and one set of tokenizers per worker.
+// Hot path: yes for prompts above tokenizer.inline_max_chars; the work is CachedPromptEncoder.encode().
+// Returns a transferable Float64Array in the layout of protocol.ts.
+import { initBlockHasher } from './block-hash.ts';
+import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
+import { ChatTemplateError } from './chat-template.ts';
+import { transferResult } from './pool.ts';
+import {
+  AbortError, CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
+  type TokenizeTask, type WorkerTask,
+} from './protocol.ts';
+import { getTokenizer } from './tokenizer.ts';
+
+function statusOnly(status: ResultStatus): Float64Array {
+  const out = new Float64Array(RESULT_HEADER);
+  out[RESULT_STATUS] = status;
+  return out;
+}
+
+export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unknown> {
+  await initBlockHasher();
+  let encoder: CachedPromptEncoder | null = null;
+
+  const runTokenize = (task: TokenizeTask): Float64Array => {
+    const cancel = task.cancel;
+    if (Atomics.load(cancel, 0) === CancelState.cancelled) return statusOnly(ResultStatus.skipped);
+    encoder ??= new CachedPromptEncoder(task.cacheBytes);
+    try {
+      const { tokens, blockHashes } = encoder.encode(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      const out = new Float64Array(RESULT_HEADER + blockHashes.length);
+      out[RESULT_STATUS] = ResultStatus.ok;
+      out[RESULT_PROMPT_TOKENS] = tokens.length;
+      out.set(blockHashes, RESULT_HEADER);
+      return out;
+    } catch (err) {
+      if (err instanceof AbortError) return statusOnly(ResultStatus.stopped);
+      if (err instanceof ChatTemplateError) return statusOnly(ResultStatus.templateError);
+      throw err;
+    }
+  };
+
+  return (task: WorkerTask): unknown => {
+    switch (task.type) {
+      case 'warmup':
+        encoder ??= new CachedPromptEncoder(task.cacheBytes);
+        for (const name of task.tokenizers) getTokenizer(name);
+        return true;
+      case 'tokenize':
+        return transferResult(runTokenize(task));
+    }
+  };
+}
