@@ -18,8 +18,9 @@ export interface MetricSources {
 export interface ScrapeGaugeContext {
   readonly registry: Registry;
   readonly sources: () => MetricSources;
-  readonly replicas: BoundedLabel;
-  readonly pools: BoundedLabel;
+  /** Current bounded label sets (they change on config reload). */
+  readonly replicas: () => BoundedLabel;
+  readonly pools: () => BoundedLabel;
   /** Reset by the caller after each scrape, so the gauges cover one scrape interval. */
   readonly loopDelay: IntervalHistogram;
 }
@@ -27,7 +28,7 @@ export interface ScrapeGaugeContext {
 export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
   const reg = ctx.registry;
   const labelled = <L extends string>(
-    name: string, help: string, label: L, bound: BoundedLabel,
+    name: string, help: string, label: L, bound: () => BoundedLabel,
     pick: () => (() => Iterable<[string, number]>) | undefined, merge: (a: number, b: number) => number,
   ): void => {
     const g: Gauge<L> = new Gauge({
@@ -36,9 +37,10 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
         g.reset();
         const src = pick();
         if (!src) return;
+        const labels = bound();
         const byLabel = new Map<string, number>(); // unknown ids share "other": keep the worst value
         for (const [id, v] of src()) {
-          const value = bound.label(id);
+          const value = labels.label(id);
           const prev = byLabel.get(value);
           byLabel.set(value, prev === undefined ? v : merge(prev, v));
         }

@@ -108,3 +108,22 @@ void test('tenant labels are bounded to the configured names and every label sta
   assert.ok(labelValues(s, 'gateway_routing_decisions_total', 'replica').size <= 4);
   assert.ok(s.length < 2000, `series count stays bounded (${s.length})`);
 });
+
+void test('a config reload gives new pools and tenants their own labels and keeps existing counts', async (t) => {
+  const cfg = metricsTestConfig();
+  const m = new GatewayMetrics(cfg);
+  t.after(() => m.close());
+  m.requestEnded({ ...base, pool: 'lora', tenant: 'gamma' });
+  m.reconfigure({
+    ...cfg,
+    pools: [...cfg.pools, { ...cfg.pools[0]!, id: 'lora', model: 'llama-3.1-8b-lora', replicas: [{ ...cfg.pools[0]!.replicas[0]!, id: 'lora-1' }] }],
+    metrics: { tenant_labels: ['alpha', 'gamma'] },
+  });
+  m.requestEnded({ ...base, pool: 'lora', tenant: 'gamma' });
+  m.routed('round-robin', 'lora-1');
+  const s = parseExposition(await m.render());
+  assert.equal(valueOf(s, 'gateway_requests_total', { route: 'chat', pool: 'other', status: '200' }), 1, 'before the reload');
+  assert.equal(valueOf(s, 'gateway_requests_total', { route: 'chat', pool: 'lora', status: '200' }), 1, 'after the reload');
+  assert.equal(valueOf(s, 'gateway_tokens_total', { pool: 'lora', tenant: 'gamma', kind: 'input' }), 1800);
+  assert.equal(valueOf(s, 'gateway_routing_decisions_total', { policy: 'round-robin', replica: 'lora-1' }), 1);
+});

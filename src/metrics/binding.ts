@@ -1,0 +1,151 @@
+// Binds the metric families to one config: bounded label sets (pools, replicas, tenants, codes) and every
+// label child the hot path needs, in arrays indexed by label slot. Rebuilt on config reload and swapped in
+// with one field assignment; prom-client keeps old series, so counters never reset on reload.
+// Thread: main. Built at setup; read per request (array index + at most two Map.get, no allocation).
+import type { GatewayConfig } from '../config/schema.ts';
+import { ERROR_CODES } from '../errors/codes.ts';
+import type { Families } from './families.ts';
+import { BoundedLabel, CappedLabel, OTHER_LABEL } from './labels.ts';
+
+export interface Observer { observe(value: number): void }
+export interface Incrementer { inc(value?: number): void }
+
+export const ROUTES = ['chat', 'completions'] as const;
+export const TIERS = ['premium', 'standard', 'batch'] as const;
+export const ADMISSION_RESULTS = ['admitted', 'queued', 'shed'] as const;
+export const QUOTA_RESULTS = ['ok', 'rate_limit_exceeded', 'concurrency_limit_exceeded', 'quota_unavailable', 'degraded'] as const;
+export const UPSTREAM_ERROR_KINDS = ['connect', 'reset', 'status_5xx', 'status_4xx', 'first_token_timeout', 'mid_stream'] as const;
+export const CANCEL_PHASES = ['queued', 'upstream_wait', 'streaming'] as const;
+/** Routing policy names are free strings from plugins; more than this many distinct ones is a bug. */
+const MAX_POLICY_LABELS = 16;
+/** Lazily cached (status, code) and retry-kind children per slot; beyond this, children are not cached. */
+const MAX_CACHED_PER_SLOT = 64;
+
+/** Children for one (route, pool) pair. */
+interface RouteSlot {
+  readonly requests: Map<number, Map<string, Incrementer>>;
+  readonly ttftByTier: Observer[];
+  readonly duration: Observer;
+  readonly cancellations: Incrementer;
+}
+
+/** Children for one pool. */
+interface PoolSlot {
+  readonly label: string;
+  readonly tpot: Observer;
+  readonly queueWait: Observer;
+  readonly predictedCached: Incrementer;
+  readonly reportedCached: Incrementer;
+  /** [tenant slot] → input, output, cached token counters. */
+  readonly tokens: { input: Incrementer; output: Incrementer; cached: Incrementer }[];
+  readonly admission: Record<(typeof ADMISSION_RESULTS)[number], Incrementer>;
+  readonly retries: Map<string, Incrementer>;
+}
+
+export class Binding {
+  readonly pools: BoundedLabel;
+  readonly replicas: BoundedLabel;
+  readonly tenants: BoundedLabel;
+  private readonly codes = new BoundedLabel([...Object.keys(ERROR_CODES), 'upstream_bad_request']);
+  private readonly policies = new CappedLabel(MAX_POLICY_LABELS);
+  /** tenant name → index into TIERS; unknown tenants get TIERS.length ("none"). */
+  private readonly tierOfTenant = new Map<string, number>();
+  private readonly routeSlots: RouteSlot[] = [];
+  readonly poolSlots: PoolSlot[] = [];
+  private readonly routed = new Map<string, Incrementer[]>();
+  private readonly f: Families;
+
+  constructor(cfg: GatewayConfig, f: Families) {
+    this.f = f;
+    this.pools = new BoundedLabel(cfg.pools.map((p) => p.id));
+    this.replicas = new BoundedLabel(cfg.pools.flatMap((p) => p.replicas.map((r) => r.id)));
+    this.tenants = new BoundedLabel(cfg.metrics.tenant_labels);
+    for (const t of cfg.tenants) this.tierOfTenant.set(t.name, TIERS.indexOf(t.sla_tier));
+    const tierLabels = [...TIERS, 'none'];
+    for (const route of ROUTES) {
+      for (const pool of this.pools.values) {
+        this.routeSlots.push({
+          requests: new Map(),
+          ttftByTier: tierLabels.map((tier) => f.ttft.labels(route, pool, tier)),
+          duration: f.duration.labels(route, pool),
+          cancellations: f.cancellations.labels(route, pool),
+        });
+      }
+    }
+    for (const pool of this.pools.values) {
+      this.poolSlots.push({
+        label: pool,
+        tpot: f.tpot.labels(pool),
+        queueWait: f.queueWait.labels(pool),
+        predictedCached: f.predicted.labels(pool),
+        reportedCached: f.reported.labels(pool),
+        tokens: this.tenants.values.map((tenant) => ({
+          input: f.tokens.labels(pool, tenant, 'input'),
+          output: f.tokens.labels(pool, tenant, 'output'),
+          cached: f.tokens.labels(pool, tenant, 'cached'),
+        })),
+        admission: {
+          admitted: f.admission.labels(pool, 'admitted'), queued: f.admission.labels(pool, 'queued'), shed: f.admission.labels(pool, 'shed'),
+        },
+        retries: new Map(),
+      });
+    }
+    // Zero series for the outcomes dashboards divide by, so ratios and rate() work before the first event
+    // (prom-client only materialises a child on its first inc). Histograms stay lazy: ~20 series each.
+    for (let r = 0; r < ROUTES.length; r++) {
+      for (const pool of cfg.pools) this.requestChild(r, this.pools.index(pool.id), 200, null).inc(0);
+    }
+    for (const pool of cfg.pools) for (const r of ADMISSION_RESULTS) this.poolSlots[this.pools.index(pool.id)]!.admission[r].inc(0);
+    for (const r of cfg.pools.flatMap((p) => p.replicas)) this.routedChild(cfg.routing.policy, r.id);
+  }
+
+  routeSlot(routeIndex: number, poolIndex: number): RouteSlot {
+    return this.routeSlots[routeIndex * this.pools.values.length + poolIndex]!;
+  }
+
+  tierIndex(tenant: string | null): number {
+    return (tenant === null ? undefined : this.tierOfTenant.get(tenant)) ?? TIERS.length;
+  }
+
+  requestChild(routeIndex: number, poolIndex: number, status: number, code: string | null): Incrementer {
+    const byStatus = this.routeSlot(routeIndex, poolIndex).requests;
+    let byCode = byStatus.get(status);
+    if (byCode === undefined) {
+      byCode = new Map();
+      if (byStatus.size < MAX_CACHED_PER_SLOT) byStatus.set(status, byCode);
+    }
+    let child = byCode.get(code ?? '');
+    if (child === undefined) {
+      const statusLabel = Number.isInteger(status) && status >= 100 && status <= 599 ? String(status) : '0';
+      child = this.f.requests.labels(ROUTES[routeIndex]!, this.pools.values[poolIndex]!, statusLabel, this.codes.label(code));
+      if (byCode.size < MAX_CACHED_PER_SLOT) byCode.set(code ?? '', child);
+    }
+    return child;
+  }
+
+  routedChild(policy: string, replica: string): Incrementer {
+    let byReplica = this.routed.get(policy);
+    if (byReplica === undefined) {
+      byReplica = [];
+      if (this.routed.size < MAX_POLICY_LABELS * 2) this.routed.set(policy, byReplica);
+    }
+    const i = this.replicas.index(replica);
+    let child = byReplica[i];
+    if (child === undefined) {
+      child = this.f.routing.labels(this.policies.label(policy), this.replicas.values[i]!);
+      byReplica[i] = child;
+    }
+    return child;
+  }
+
+  retryChild(pool: string, kind: string): Incrementer {
+    const slot = this.poolSlots[this.pools.index(pool)]!;
+    let child = slot.retries.get(kind);
+    if (child === undefined) {
+      const label = (UPSTREAM_ERROR_KINDS as readonly string[]).includes(kind) ? kind : OTHER_LABEL;
+      child = this.f.retries.labels(slot.label, label);
+      if (slot.retries.size < MAX_CACHED_PER_SLOT) slot.retries.set(kind, child); // odd kinds must not grow the map
+    }
+    return child;
+  }
+}

@@ -1,0 +1,45 @@
+// The main thread's metric families: names, help texts, label names and buckets, each defined exactly once.
+// Thread: main, setup only (called once per GatewayMetrics). Bucket choices are explained in buckets.ts.
+// Label values are never chosen here: binding.ts maps config onto bounded values and caches the children.
+import { Counter, Histogram, type Registry } from 'prom-client';
+import * as B from './buckets.ts';
+
+export type Families = ReturnType<typeof defineFamilies>;
+
+export function defineFamilies(reg: Registry) {
+  const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: readonly number[]): Histogram<L> =>
+    new Histogram({ name, help, labelNames, buckets: [...buckets], registers: [reg] });
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]): Counter<L> =>
+    new Counter({ name, help, labelNames, registers: [reg] });
+  return {
+    requests: counter('gateway_requests_total',
+      'Completion requests finished, by route, pool, HTTP status and error code ("none" on success).', ['route', 'pool', 'status', 'code']),
+    ttft: histogram('gateway_ttft_seconds',
+      'Time from request received to first token sent to the client, by route, pool and tenant SLA tier.', ['route', 'pool', 'tier'], B.TTFT_BUCKETS_SECONDS),
+    tpot: histogram('gateway_tpot_seconds',
+      'Mean time per output token after the first, per request.', ['pool'], B.TPOT_BUCKETS_SECONDS),
+    duration: histogram('gateway_request_duration_seconds',
+      'End-to-end request duration, received to last byte.', ['route', 'pool'], B.DURATION_BUCKETS_SECONDS),
+    overhead: histogram('gateway_overhead_seconds',
+      "The gateway's own time per request: duration minus time waiting on replicas and in the admission queue.", ['route'], B.OVERHEAD_BUCKETS_SECONDS),
+    queueWait: histogram('gateway_queue_wait_seconds',
+      'Time spent in the admission queue, for requests that reached admission.', ['pool'], B.QUEUE_WAIT_BUCKETS_SECONDS),
+    cancelLatency: histogram('gateway_cancellation_latency_seconds',
+      'Client disconnect to upstream work aborted, by the phase the request was in.', ['phase'], B.CANCEL_LATENCY_BUCKETS_SECONDS),
+    tokens: counter('gateway_tokens_total',
+      'Tokens by pool, tenant (configured tenants, else "other") and kind (input, output, cached).', ['pool', 'tenant', 'kind']),
+    predicted: counter('gateway_prefix_cache_predicted_tokens_total',
+      'Prompt tokens the router predicted would hit the replica prefix cache.', ['pool']),
+    reported: counter('gateway_prefix_cache_reported_tokens_total',
+      'Cached prompt tokens the replica reported, for the requests counted in the predicted total.', ['pool']),
+    cancellations: counter('gateway_client_cancellations_total',
+      'Requests the client abandoned before completion.', ['route', 'pool']),
+    admission: counter('gateway_admission_decisions_total',
+      'Admission decisions by pool and result (admitted, queued, shed).', ['pool', 'result']),
+    quota: counter('gateway_quota_decisions_total', 'Quota decisions by result.', ['result']),
+    upstreamErrors: counter('gateway_upstream_errors_total', 'Upstream failures by kind.', ['kind']),
+    routing: counter('gateway_routing_decisions_total', 'Routing decisions by policy and chosen replica.', ['policy', 'replica']),
+    retries: counter('gateway_retries_total',
+      'Upstream attempts retried (before the first token), by pool and failure kind.', ['pool', 'kind']),
+  };
+}
