@@ -269,14 +269,18 @@ export class MockEngine {
 
     const runningLoras = new Set<string>();
     for (const r of running) if (r.adapter !== null) runningLoras.add(r.adapter);
-    let admitted = false;
+    let admitted = 0;
+    let skipped = false;
     const waiting = this.waiting;
     const pool = this.pool;
     for (let w = 0; w < waiting.length && budget > 0 && running.length < maxNumSeqs; w++) {
       const req = waiting[w]!;
       const adapter = req.adapter;
       // Head-of-line per adapter: skipped, stays queued in place, later requests may still go (§4).
-      if (adapter !== null && !runningLoras.has(adapter) && runningLoras.size >= maxLoras) continue;
+      if (adapter !== null && !runningLoras.has(adapter) && runningLoras.size >= maxLoras) {
+        skipped = true;
+        continue;
+      }
 
       const hitIds = this.hitIds;
       hitIds.length = 0;
@@ -311,11 +315,15 @@ export class MockEngine {
       }
       req.phase = 'running';
       running.push(req);
-      admitted = true;
+      admitted++;
       this.addToBatch(req, numNew);
       budget -= numNew;
     }
-    if (admitted) this.waiting = waiting.filter((r) => r.phase === 'waiting' || r.phase === 'preempted');
+    if (admitted > 0) {
+      // Without LoRA skips the admitted requests are exactly the queue's head.
+      if (skipped) this.waiting = waiting.filter((r) => r.phase === 'waiting' || r.phase === 'preempted');
+      else waiting.splice(0, admitted);
+    }
     return false;
   }
 

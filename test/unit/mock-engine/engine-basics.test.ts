@@ -115,3 +115,15 @@ void test('VirtualClock fires timers in due order, creation order on ties, and s
   assert.deepEqual(log, ['a', 'a2', 'b', 'b2']);
   assert.equal(clock.now(), 5);
 });
+
+void test('several engines share one VirtualClock, as a fleet simulator runs them', () => {
+  const clock = new VirtualClock();
+  const fast = new MockEngine({ profile: 'llama-8b-a100' }, clock);
+  const slow = new MockEngine({ profile: 'llama-70b-tp2-a100' }, clock);
+  const a = addRecorded(fast, clock, { promptTokens: 1000, outputTokens: 10 });
+  const b = addRecorded(slow, clock, { promptTokens: 1000, outputTokens: 10 });
+  clock.runUntilIdle();
+  assert.ok(a.finishMs < b.finishMs);
+  assert.ok(Math.abs(a.firstTokenMs - 95.4) < 0.5, `8B TTFT ${a.firstTokenMs}`);
+  assert.ok(Math.abs(b.firstTokenMs - 469.1) < 0.5, `70B TTFT ${b.firstTokenMs}`);
+});
