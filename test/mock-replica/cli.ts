@@ -4,7 +4,6 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ProfileName } from './engine/types.ts';
 import { PROFILE_NAMES, type MockOptions } from './options.ts';
-import { startMockReplica } from './server.ts';
 
 const USAGE = `usage: npm run mock -- [--port N] [--host H] [--model NAME] [--profile ${PROFILE_NAMES.join('|')}]
   [--num-gpu-blocks N] [--block-size 16] [--max-num-seqs N] [--max-num-batched-tokens N] [--max-loras N]
@@ -85,6 +84,8 @@ export function parseMockArgs(argv: string[]): MockOptions {
 
 async function main(): Promise<void> {
   const opts = parseMockArgs(process.argv.slice(2));
+  // Imported after the flags are checked: the tokenizer and engine take a few seconds to load.
+  const { startMockReplica } = await import('./server.ts');
   const replica = await startMockReplica(opts).catch((err: unknown) => {
     console.error(`mock: cannot start: ${(err as Error).message}`);
     process.exit(1);

@@ -44,7 +44,7 @@ export function spawnMockReplica(args: string[], opts: SpawnOptions = {}): Promi
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      if (!started) reject(new Error(`mock replica exited (${code ?? signal}) before listening: ${err.trim()}`));
+      if (!started) reject(new Error(`mock replica exited (${code ?? signal}) before listening: ${err.trim().slice(-2000)}`));
     });
     child.stdout.on('data', (c: Buffer) => {
       out += c.toString();
