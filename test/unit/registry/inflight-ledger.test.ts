@@ -9,7 +9,7 @@ function all(l: InflightLedger, slot: number): number[] {
   return Array.from({ length: LEDGER_FIELDS }, (_, f) => l.get(slot, f));
 }
 
-test('a request moves through prefill, decode and end and leaves the slot at zero', () => {
+void test('a request moves through prefill, decode and end and leaves the slot at zero', () => {
   const l = new InflightLedger(4);
   const e = l.dispatch(2, 100, 50, 16);
   assert.equal(l.get(2, LEDGER_INFLIGHT), 1);
@@ -30,7 +30,7 @@ test('a request moves through prefill, decode and end and leaves the slot at zer
   assert.deepEqual(all(l, 1), [0, 0, 0, 0, 0, 0]);
 });
 
-test('ending a request that never produced a token releases its prefill work', () => {
+void test('ending a request that never produced a token releases its prefill work', () => {
   const l = new InflightLedger(1);
   const a = l.dispatch(0, 300, 10, 16);
   const b = l.dispatch(0, 20, 5, 16);
@@ -43,7 +43,7 @@ test('ending a request that never produced a token releases its prefill work', (
   assert.deepEqual(all(l, 0), [0, 0, 0, 0, 0, 0]);
 });
 
-test('two ledgers over one buffer see the same figures', () => {
+void test('two ledgers over one buffer see the same figures', () => {
   const a = new InflightLedger(2);
   const b = new InflightLedger(a.buffer);
   a.dispatch(1, 64, 64, 16);
