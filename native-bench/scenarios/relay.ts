@@ -60,6 +60,7 @@ const relay: BenchScenario = async (args) => {
   const runs: Record<string, RoundRun[]> = {};
   const noise: Record<string, number> = {};
   let profileSummary: ReturnType<typeof topFrames> | null = null;
+  let noiseTarget = 'nginx';
   try {
     const fleet = await startMockFleet({
       repoRoot, logDir, count: Number(values.replicas), model: MODEL, profile: values.profile,
@@ -86,6 +87,7 @@ const relay: BenchScenario = async (args) => {
     }
     const baseline = targets.find((t) => t.name === 'nginx') ?? targets[0];
     if (!baseline) throw new Error('no targets');
+    noiseTarget = baseline.name;
 
     for (const mode of modes) {
       const stream = mode === 'stream';
@@ -141,7 +143,7 @@ const relay: BenchScenario = async (args) => {
       ]);
     }
   }
-  for (const [mode, n] of Object.entries(noise)) notes.push(`noise floor (${mode}): nginx vs nginx req/s differ by ${fmt(100 * n, 1)}%`);
+  for (const [mode, n] of Object.entries(noise)) notes.push(`noise floor (${mode}): ${noiseTarget} run twice, req/s differ by ${fmt(100 * n, 1)}%`);
   notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
     + `concurrency ${concurrency}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
