@@ -8,8 +8,9 @@
 // no allocation per token beyond the callbacks' own.
 import { BlockPool } from './block-pool.ts';
 import { EngineRequest } from './engine-request.ts';
-import { PROFILES, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
-import { EngineHistograms, type EngineStats } from './stats.ts';
+import { PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
+import type { EngineStats } from './stats.ts';
+import { StatsRecorder } from './stats-recorder.ts';
 import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
 
 /** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
@@ -21,7 +22,7 @@ export class MockEngine {
   readonly profile: EngineProfile;
   private readonly clock: Clock;
   private readonly pool: BlockPool;
-  private readonly hist: EngineHistograms;
+  private readonly rec: StatsRecorder;
   private readonly running: EngineRequest[] = [];
   private waiting: EngineRequest[] = [];
   private readonly live = new Map<string, EngineRequest>();
@@ -42,44 +43,21 @@ export class MockEngine {
   private readonly hitIds: number[] = [];
   private readonly shape: BatchShape = { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 };
 
-  private preemptions = 0;
-  private abortedCount = 0;
-  private completedCount = 0;
-  private promptTokensTotal = 0;
-  private generationTokensTotal = 0;
-  private prefixQueries = 0;
-  private prefixHits = 0;
-  private readonly success = { stop: 0, length: 0, abort: 0 };
-  /** Engine steps run (for tests and the bench). */
-  steps = 0;
+  private readonly sampled: EngineRequest[] = [];
+  private readonly sampledIndex: number[] = [];
 
   constructor(opts: EngineOptions, clock: Clock) {
-    const profile = PROFILES[opts.profile];
-    if (!profile) throw new RangeError(`unknown profile ${String(opts.profile)}`);
-    const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
-      const x = v ?? dflt;
-      if (!Number.isInteger(x) || x < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${x}`);
-      return x;
-    };
-    const numGpuBlocks = int('numGpuBlocks', opts.numGpuBlocks, profile.numGpuBlocks, 2);
-    const blockSize = int('blockSize', opts.blockSize, profile.blockSize, 1);
-    const timeScale = opts.timeScale ?? 1;
-    if (!(timeScale > 0 && timeScale <= 1)) throw new RangeError(`timeScale must be in (0, 1], got ${timeScale}`);
-    this.config = Object.freeze({
-      profile: profile.name,
-      numGpuBlocks,
-      blockSize,
-      maxNumSeqs: int('maxNumSeqs', opts.maxNumSeqs, profile.maxNumSeqs, 1),
-      maxNumBatchedTokens: int('maxNumBatchedTokens', opts.maxNumBatchedTokens, profile.maxNumBatchedTokens, 1),
-      maxLoras: int('maxLoras', opts.maxLoras, profile.maxLoras, 1),
-      maxModelLen: Math.min(profile.maxModelLen, (numGpuBlocks - 1) * blockSize),
-      timeScale,
-    });
-    this.profile = profile;
+    this.config = resolveConfig(opts);
+    this.profile = PROFILES[this.config.profile];
     this.clock = clock;
-    this.pool = new BlockPool(numGpuBlocks);
-    this.hist = new EngineHistograms(this.config.maxModelLen);
+    this.pool = new BlockPool(this.config.numGpuBlocks);
+    this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
+  }
+
+  /** Engine steps run so far. */
+  get steps(): number {
+    return this.rec.steps;
   }
 
   /** Queues a request. Throws on a caller bug: duplicate live id, lengths out of range, engine closed. */
@@ -110,8 +88,7 @@ export class MockEngine {
     this.live.delete(id);
     this.release(req);
     req.phase = 'aborted';
-    this.abortedCount++;
-    this.recordFinish(req, 'abort', this.clock.now());
+    this.rec.finished(req, 'abort', this.clock.now());
     const events = req.events;
     req.close();
     events.onFinish('abort');
@@ -151,9 +128,9 @@ export class MockEngine {
       free_blocks: this.pool.freeBlocks,
       total_blocks: this.config.numGpuBlocks,
       cached_blocks: this.pool.cachedBlocks,
-      preemptions: this.preemptions,
-      aborted: this.abortedCount,
-      completed: this.completedCount,
+      preemptions: this.rec.preemptions,
+      aborted: this.rec.aborted,
+      completed: this.rec.completed,
       loaded_adapters: [...this.adapters],
       requests,
     };
@@ -164,19 +141,9 @@ export class MockEngine {
     for (const r of this.running) if (r.adapter !== null) runningLoras.add(r.adapter);
     const waitingLoras = new Set<string>();
     for (const r of this.waiting) if (r.adapter !== null) waitingLoras.add(r.adapter);
-    return {
-      running: this.running.length,
-      waiting: this.waiting.length,
-      kv_cache_usage_perc: this.pool.usage(),
-      num_preemptions_total: this.preemptions,
-      prompt_tokens_total: this.promptTokensTotal,
-      generation_tokens_total: this.generationTokensTotal,
-      request_success_total: { ...this.success },
-      prefix_cache_queries_total: this.prefixQueries,
-      prefix_cache_hits_total: this.prefixHits,
-      lora: { max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras] },
-      histograms: this.hist.snapshot(),
-    };
+    return this.rec.stats(this.running.length, this.waiting.length, this.pool.usage(), {
+      max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras],
+    });
   }
 
   /** Stops stepping and aborts every request still in the engine (each gets onFinish('abort')). */
@@ -304,8 +271,7 @@ export class MockEngine {
       req.numHashedBlocks = hitIds.length;
       req.numComputedTokens = hitTokens;
       this.allocate(req, newBlocks);
-      this.prefixQueries += req.numTokens;
-      this.prefixHits += hitTokens;
+      this.rec.admitted(req.numTokens, hitTokens);
       if (!req.firstTokenSampled) req.cachedTokens = hitTokens;
       if (Number.isNaN(req.firstScheduledMs)) req.firstScheduledMs = Math.max(this.stepStartMs, req.arrivalMs);
       if (adapter !== null) {
@@ -380,7 +346,7 @@ export class MockEngine {
     this.release(req);
     req.phase = 'preempted';
     this.waiting.unshift(req);
-    this.preemptions++;
+    this.rec.preemptions++;
   }
 
   /** Frees the request's blocks (hashes kept: they stay prefix-cache hits until evicted) and resets progress. */
@@ -393,14 +359,15 @@ export class MockEngine {
 
   /** Applies the step that ends at `endMs`: computed tokens, sampling, finishes; then fires the events. */
   private finishStep(endMs: number): unknown {
-    this.steps++;
     const reqs = this.schedReqs;
     const tokens = this.schedTokens;
+    const sampled = this.sampled;
+    const sampledIndex = this.sampledIndex;
+    sampled.length = 0;
+    sampledIndex.length = 0;
     let iterationTokens = 0;
     let finishedAny = false;
     // Pass 1: state. Event handlers may call add/abort, so none runs until the engine is consistent.
-    const sampled: EngineRequest[] = [];
-    const sampledIndex: number[] = [];
     for (let i = 0; i < reqs.length; i++) {
       const req = reqs[i]!;
       const n = tokens[i]!;
@@ -409,27 +376,20 @@ export class MockEngine {
       req.numComputedTokens += n;
       if (req.numComputedTokens < req.numTokens) continue; // a prefill chunk that is not the last
       const index = req.numOutputTokens++;
-      this.generationTokensTotal++;
-      if (index === 0) {
-        req.firstTokenMs = endMs;
-        this.promptTokensTotal += req.promptTokens;
-        this.hist.ttft.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
-      } else {
-        this.hist.itl.observe((endMs - req.lastTokenMs) / 1000);
-      }
+      if (index === 0) req.firstTokenMs = endMs;
+      this.rec.tokenSampled(req, endMs);
       req.lastTokenMs = endMs;
       if (req.numOutputTokens === req.outputTokens) {
         req.phase = 'finished';
         this.live.delete(req.id);
         this.release(req);
-        this.completedCount++;
-        this.recordFinish(req, req.finishReason, endMs);
+        this.rec.finished(req, req.finishReason, endMs);
         finishedAny = true;
       }
       sampled.push(req);
       sampledIndex.push(index);
     }
-    this.hist.iterationTokens.observe(iterationTokens);
+    this.rec.stepEnded(iterationTokens);
     if (finishedAny) {
       let k = 0;
       for (const r of this.running) if (r.phase === 'running') this.running[k++] = r;
@@ -457,19 +417,5 @@ export class MockEngine {
       }
     }
     return firstError;
-  }
-
-  private recordFinish(req: EngineRequest, reason: 'stop' | 'length' | 'abort', endMs: number): void {
-    const h = this.hist;
-    this.success[reason]++;
-    h.e2e.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
-    h.promptTokens.observe(req.promptTokens);
-    h.generationTokens.observe(req.numOutputTokens);
-    if (!req.firstTokenSampled) return;
-    h.queue.observe((req.firstScheduledMs - req.arrivalMs) / 1000);
-    h.prefill.observe(Math.max(0, req.firstTokenMs - req.firstScheduledMs) / 1000);
-    h.decode.observe((req.lastTokenMs - req.firstTokenMs) / 1000);
-    h.inference.observe(Math.max(0, req.lastTokenMs - req.firstScheduledMs) / 1000);
-    if (req.numOutputTokens > 1) h.tpot.observe((req.lastTokenMs - req.firstTokenMs) / 1000 / (req.numOutputTokens - 1));
   }
 }

@@ -12,7 +12,7 @@
 //                                            prefill compute; the causal-attention term (2·n²·d·L FLOPs over a
 //                                            prompt, in "equivalent tokens") matters only for long prompts
 // + adapterLoadMs * adaptersLoaded           a LoRA adapter moved into a GPU slot this step
-import type { ProfileName } from './types.ts';
+import type { EngineConfig, EngineOptions, ProfileName } from './types.ts';
 
 export interface EngineProfile {
   readonly name: ProfileName;
@@ -131,4 +131,30 @@ export function idlePrefillMs(p: EngineProfile, promptTokens: number, maxNumBatc
     });
   }
   return totalMs;
+}
+
+/** Profile defaults with the options' overrides applied and checked; throws RangeError on a bad value. */
+export function resolveConfig(opts: EngineOptions): EngineConfig {
+  const profile = PROFILES[opts.profile];
+  if (!profile) throw new RangeError(`unknown profile ${String(opts.profile)}`);
+  const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
+    const x = v ?? dflt;
+    if (!Number.isInteger(x) || x < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${x}`);
+    return x;
+  };
+  const numGpuBlocks = int('numGpuBlocks', opts.numGpuBlocks, profile.numGpuBlocks, 2);
+  const blockSize = int('blockSize', opts.blockSize, profile.blockSize, 1);
+  const timeScale = opts.timeScale ?? 1;
+  if (!(timeScale > 0 && timeScale <= 1)) throw new RangeError(`timeScale must be in (0, 1], got ${timeScale}`);
+  return Object.freeze({
+    profile: profile.name,
+    numGpuBlocks,
+    blockSize,
+    maxNumSeqs: int('maxNumSeqs', opts.maxNumSeqs, profile.maxNumSeqs, 1),
+    maxNumBatchedTokens: int('maxNumBatchedTokens', opts.maxNumBatchedTokens, profile.maxNumBatchedTokens, 1),
+    maxLoras: int('maxLoras', opts.maxLoras, profile.maxLoras, 1),
+    // vLLM refuses to start when max_model_len does not fit the pool; the mock clamps instead.
+    maxModelLen: Math.min(profile.maxModelLen, (numGpuBlocks - 1) * blockSize),
+    timeScale,
+  });
 }

@@ -1,0 +1,77 @@
+// The engine's counters and histograms, updated at the points vLLM updates them (reference/vllm-facts.md §3.2,
+// §3.5): TTFT and ITL per sampled token, prompt tokens at the first token, prefix-cache queries per admission,
+// per-request latencies when the request finishes, iteration tokens per step.
+// Thread: main of the mock process. Hot path: tokenSampled runs per generated token (one histogram observe).
+import type { EngineRequest } from './engine-request.ts';
+import { EngineHistograms, type EngineStats } from './stats.ts';
+
+export class StatsRecorder {
+  readonly hist: EngineHistograms;
+  preemptions = 0;
+  aborted = 0;
+  completed = 0;
+  /** Engine steps run. */
+  steps = 0;
+  private promptTokensTotal = 0;
+  private generationTokensTotal = 0;
+  private prefixQueries = 0;
+  private prefixHits = 0;
+  private readonly success = { stop: 0, length: 0, abort: 0 };
+
+  constructor(maxModelLen: number) {
+    this.hist = new EngineHistograms(maxModelLen);
+  }
+
+  admitted(queryTokens: number, hitTokens: number): void {
+    this.prefixQueries += queryTokens;
+    this.prefixHits += hitTokens;
+  }
+
+  stepEnded(iterationTokens: number): void {
+    this.steps++;
+    this.hist.iterationTokens.observe(iterationTokens);
+  }
+
+  /** Call after req.numOutputTokens was incremented and before req.lastTokenMs is moved to `endMs`. */
+  tokenSampled(req: EngineRequest, endMs: number): void {
+    this.generationTokensTotal++;
+    if (req.numOutputTokens === 1) {
+      this.promptTokensTotal += req.promptTokens;
+      this.hist.ttft.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
+    } else {
+      this.hist.itl.observe((endMs - req.lastTokenMs) / 1000);
+    }
+  }
+
+  finished(req: EngineRequest, reason: 'stop' | 'length' | 'abort', endMs: number): void {
+    const h = this.hist;
+    this.success[reason]++;
+    if (reason === 'abort') this.aborted++;
+    else this.completed++;
+    h.e2e.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
+    h.promptTokens.observe(req.promptTokens);
+    h.generationTokens.observe(req.numOutputTokens);
+    if (!req.firstTokenSampled) return;
+    h.queue.observe((req.firstScheduledMs - req.arrivalMs) / 1000);
+    h.prefill.observe(Math.max(0, req.firstTokenMs - req.firstScheduledMs) / 1000);
+    h.decode.observe((req.lastTokenMs - req.firstTokenMs) / 1000);
+    h.inference.observe(Math.max(0, req.lastTokenMs - req.firstScheduledMs) / 1000);
+    if (req.numOutputTokens > 1) h.tpot.observe((req.lastTokenMs - req.firstTokenMs) / 1000 / (req.numOutputTokens - 1));
+  }
+
+  stats(running: number, waiting: number, kvCacheUsage: number, lora: EngineStats['lora']): EngineStats {
+    return {
+      running,
+      waiting,
+      kv_cache_usage_perc: kvCacheUsage,
+      num_preemptions_total: this.preemptions,
+      prompt_tokens_total: this.promptTokensTotal,
+      generation_tokens_total: this.generationTokensTotal,
+      request_success_total: { ...this.success },
+      prefix_cache_queries_total: this.prefixQueries,
+      prefix_cache_hits_total: this.prefixHits,
+      lora,
+      histograms: this.hist.snapshot(),
+    };
+  }
+}
