@@ -30,6 +30,12 @@ export default tseslint.config(
       'no-restricted-syntax': ['error', { selector: 'TSEnumDeclaration', message: 'use as-const objects' }],
     },
   },
+  { files: ['test/**/*.ts'], rules: {
+    // node:test's test()/describe() return promises the runner itself awaits.
+    '@typescript-eslint/no-floating-promises': ['error', {
+      allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }],
+    }],
+  } },
   { files: ['src/**/*.ts'], ignores: ['src/config/**', 'src/main.ts'], rules: {
     'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read configuration in src/config only' }],
   } },
