@@ -11,6 +11,11 @@ export const REASON_OK = 0;
 export const REASON_TOKENS = 1;
 export const REASON_CONCURRENCY = 2;
 
+/** Costs are whole, finite, non-negative token counts; anything else is a caller bug. */
+export function assertCost(costTokens: number): void {
+  if (!Number.isSafeInteger(costTokens) || costTokens < 0) throw new RangeError(`quota cost must be a non-negative integer, got ${costTokens}`);
+}
+
 export function toDecision(
   limits: TenantLimits,
   admitted: boolean,

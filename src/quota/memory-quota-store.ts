@@ -6,9 +6,9 @@
 // in-process analogue of Redis TIME: one clock for every caller of this store.
 import { performance } from 'node:perf_hooks';
 import {
-  DEFAULT_LEASE_DURATION_MS, LEASE_DURATION_EWMA_WEIGHT, REASON_CONCURRENCY, REASON_OK, REASON_TOKENS, toDecision,
+  assertCost, DEFAULT_LEASE_DURATION_MS, LEASE_DURATION_EWMA_WEIGHT, REASON_CONCURRENCY, REASON_OK, REASON_TOKENS, toDecision,
 } from './decision.ts';
-import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
+import type { QuotaDecision, QuotaStore, QuotaStoreStats, TenantLimits } from './types.ts';
 
 export interface MemoryQuotaStoreOptions {
   /** Lease lifetime without a settle (quota.lease_ttl_ms). */
@@ -27,6 +27,11 @@ interface TenantState {
   /** Request id -> lease expiry in ms. */
   readonly leases: Map<string, number>;
 }
+
+const MEMORY_STATS: QuotaStoreStats = Object.freeze({
+  backend: 'memory', redisUp: true, redisFailures: 0, degradedAdmissions: 0, unavailableRefusals: 0,
+  pendingSettles: 0, replayedSettles: 0, droppedSettles: 0,
+});
 
 const monotonicNow = (): number => performance.timeOrigin + performance.now();
 
@@ -48,6 +53,7 @@ export class MemoryQuotaStore implements QuotaStore {
 
   /** The synchronous core of acquire (mirrors token-bucket.lua). */
   acquireNow(tenant: TenantLimits, requestId: string, costTokens: number): QuotaDecision {
+    assertCost(costTokens);
     const now = this.clock();
     const rate = tenant.tokensPerSecond;
     const burst = tenant.burstTokens;
@@ -63,18 +69,18 @@ export class MemoryQuotaStore implements QuotaStore {
     const leases = st.leases;
     for (const [id, expiry] of leases) if (expiry <= now) leases.delete(id);
     const inflight = leases.size;
-    const needSlot = leases.has(requestId) ? 0 : 1;
+    // One id, one request in flight (see token-bucket.lua).
+    const dupExpiry = leases.get(requestId);
 
     let resetMs = Math.ceil((burst - tokens) * 1000 / rate);
     let tokenWaitMs = 0;
     if (costTokens > burst) tokenWaitMs = Math.max(resetMs, 1);
     else if (tokens < costTokens) tokenWaitMs = Math.ceil((costTokens - tokens) * 1000 / rate);
 
-    const atCap = needSlot === 1 && inflight >= tenant.maxInflight;
+    const atCap = dupExpiry !== undefined || inflight >= tenant.maxInflight;
     let leaseWaitMs = 0;
     if (atCap) {
-      const expiries = [...leases.values()].sort((a, b) => a - b);
-      const expiry = expiries[inflight - tenant.maxInflight]!;
+      const expiry = dupExpiry ?? [...leases.values()].sort((a, b) => a - b)[inflight - tenant.maxInflight]!;
       const mean = Number.isNaN(st.durationMs) ? DEFAULT_LEASE_DURATION_MS : st.durationMs;
       leaseWaitMs = Math.ceil(Math.min(expiry - now, Math.max(0, expiry - this.leaseTtlMs + mean - now)));
     }
@@ -89,7 +95,7 @@ export class MemoryQuotaStore implements QuotaStore {
     st.tsMs = tsMs;
     resetMs = Math.ceil((burst - st.tokens) * 1000 / rate);
     leases.set(requestId, now + this.leaseTtlMs);
-    return toDecision(tenant, true, REASON_OK, Math.floor(st.tokens), resetMs, inflight + needSlot, 0, this.degraded);
+    return toDecision(tenant, true, REASON_OK, Math.floor(st.tokens), resetMs, inflight + 1, 0, this.degraded);
   }
 
   settle(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<void> {
@@ -114,6 +120,10 @@ export class MemoryQuotaStore implements QuotaStore {
     const d = Math.max(0, now - (expiry - this.leaseTtlMs));
     st.durationMs = Number.isNaN(st.durationMs) ? d : st.durationMs + (d - st.durationMs) * LEASE_DURATION_EWMA_WEIGHT;
     return true;
+  }
+
+  stats(): QuotaStoreStats {
+    return MEMORY_STATS;
   }
 
   close(): Promise<void> {

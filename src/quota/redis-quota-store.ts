@@ -5,7 +5,7 @@
 // consistently. `clock` injects now_ms instead; tests use it to drive both backends through one timeline.
 // Failures (timeouts, disconnects) reject: resilient-quota-store.ts decides what they mean.
 import { readFileSync } from 'node:fs';
-import { DEFAULT_LEASE_DURATION_MS, toDecision } from './decision.ts';
+import { assertCost, DEFAULT_LEASE_DURATION_MS, toDecision } from './decision.ts';
 import { TenantKeyCache } from './keys.ts';
 import { closeRedisClient, defineScript, type RedisClient, type ScriptRunner } from './redis-client.ts';
 import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
@@ -48,6 +48,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
+    assertCost(costTokens);
     const k = this.keys.get(tenant.name);
     const reply = await this.runAcquire([k.bucket, k.leases], [
       tenant.tokensPerSecond, tenant.burstTokens, costTokens, tenant.maxInflight, requestId, this.leaseTtlMs,

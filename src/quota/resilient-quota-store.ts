@@ -15,7 +15,8 @@ import { performance } from 'node:perf_hooks';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { isRedisReady } from './redis-client.ts';
 import type { RedisQuotaStore } from './redis-quota-store.ts';
-import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
+import { assertCost } from './decision.ts';
+import type { QuotaDecision, QuotaStore, QuotaStoreStats, TenantLimits } from './types.ts';
 
 export interface ResilientQuotaStoreOptions {
   failureMode: 'open' | 'closed';
@@ -32,16 +33,6 @@ export interface ResilientQuotaStoreOptions {
   replayIntervalMs?: number;
   /** Called when Redis is found down (first failure) or back (first success after). */
   onStateChange?: (up: boolean, detail: string) => void;
-}
-
-export interface QuotaStoreStats {
-  redisUp: boolean;
-  redisFailures: number;
-  degradedAdmissions: number;
-  unavailableRefusals: number;
-  pendingSettles: number;
-  replayedSettles: number;
-  droppedSettles: number;
 }
 
 interface PendingSettle {
@@ -68,7 +59,7 @@ export class ResilientQuotaStore implements QuotaStore {
   private readonly replayTimer: NodeJS.Timeout;
   private consecutiveFailures = 0;
   private breakerOpenUntilMs = 0;
-  private up = true;
+  private up: boolean;
   private replaying = false;
   private closed = false;
   private readonly counters = { redisFailures: 0, degradedAdmissions: 0, unavailableRefusals: 0, replayedSettles: 0, droppedSettles: 0 };
@@ -81,13 +72,15 @@ export class ResilientQuotaStore implements QuotaStore {
     this.breakerFailures = opts.breakerFailures ?? 3;
     this.breakerCooldownMs = opts.breakerCooldownMs ?? 1000;
     this.onStateChange = opts.onStateChange ?? (() => undefined);
+    this.up = isRedisReady(primary.client);
     primary.client.on('ready', this.onReady);
     primary.client.on('close', this.onClose);
-    this.replayTimer = setInterval(this.onReady, opts.replayIntervalMs ?? 1000);
+    this.replayTimer = setInterval(this.replaySoon, opts.replayIntervalMs ?? 1000);
     this.replayTimer.unref();
   }
 
   async acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
+    assertCost(costTokens); // a bug, not a Redis failure: must not trip the breaker
     let sent = false;
     if (this.redisUsable()) {
       sent = true;
@@ -113,7 +106,7 @@ export class ResilientQuotaStore implements QuotaStore {
   }
 
   stats(): QuotaStoreStats {
-    return { redisUp: this.up, pendingSettles: this.pending.size, ...this.counters };
+    return { backend: 'redis', redisUp: this.up, pendingSettles: this.pending.size, ...this.counters };
   }
 
   async close(): Promise<void> {
@@ -180,7 +173,16 @@ export class ResilientQuotaStore implements QuotaStore {
     }
   };
 
+  /** 'ready': connected and past ioredis's ready check. A silent Redis is only declared back by a success. */
   private readonly onReady = (): void => {
+    if (!this.up && !this.closed && performance.now() >= this.breakerOpenUntilMs) {
+      this.up = true;
+      this.onStateChange(true, 'reconnected');
+    }
+    this.replaySoon();
+  };
+
+  private readonly replaySoon = (): void => {
     if (this.pending.size > 0 && !this.replaying && !this.closed && this.redisUsable()) void this.replay();
   };
 

@@ -45,4 +45,23 @@ export interface QuotaStore {
    */
   settle(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<void>;
   close(): Promise<void>;
+  /** Counters for metrics and /readyz (added by the quota engineer; optional so other stores need not). */
+  stats?(): QuotaStoreStats;
+}
+
+export interface QuotaStoreStats {
+  readonly backend: 'memory' | 'redis';
+  /** Redis answering (always true for memory). */
+  readonly redisUp: boolean;
+  /** Redis calls that failed or timed out. */
+  readonly redisFailures: number;
+  /** Requests admitted by the local bucket while Redis was unusable (failure_mode open). */
+  readonly degradedAdmissions: number;
+  /** Requests refused with quota_unavailable (failure_mode closed). */
+  readonly unavailableRefusals: number;
+  /** Settles waiting for Redis to come back. */
+  readonly pendingSettles: number;
+  readonly replayedSettles: number;
+  /** Settles dropped because the queue was full (their refunds are lost; leases still expire). */
+  readonly droppedSettles: number;
 }

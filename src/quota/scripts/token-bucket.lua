@@ -8,7 +8,7 @@
 -- ARGV[2]  burst         bucket capacity in tokens (integer >= 1)
 -- ARGV[3]  cost          tokens to reserve: prompt tokens + max_tokens (integer >= 0)
 -- ARGV[4]  max_inflight  leases the tenant may hold at once (integer >= 1)
--- ARGV[5]  request id    lease member; must be unique per request (gateway-generated)
+-- ARGV[5]  request id    lease member; an id with a live lease is refused (reason 2)
 -- ARGV[6]  lease_ttl_ms  how long a lease lives without a settle (integer > 0)
 -- ARGV[7]  now_ms        '' = use Redis TIME (production); a number = injected clock (tests only)
 -- ARGV[8]  default_dur_ms lease duration assumed until the first settle has taught one (integer > 0)
@@ -55,9 +55,9 @@ if tokens > burst then tokens = burst end
 
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[2])
--- A duplicate id already holds its slot; it is charged again but counted once (ids must be unique).
-local need_slot = 1
-if redis.call('ZSCORE', KEYS[2], id) then need_slot = 0 end
+-- An id that already holds a live lease is refused as a concurrency conflict: one id, one request in
+-- flight. Otherwise a client repeating its x-request-id would run many requests on one lease.
+local dup_expiry = tonumber(redis.call('ZSCORE', KEYS[2], id))
 
 local reset_ms = math.ceil((burst - tokens) * 1000 / rate)
 local token_wait = 0
@@ -67,14 +67,16 @@ elseif tokens < cost then
   token_wait = math.ceil((cost - tokens) * 1000 / rate)
 end
 
-local at_cap = need_slot == 1 and inflight >= max_inflight
+local at_cap = dup_expiry ~= nil or inflight >= max_inflight
 local lease_wait = 0
 if at_cap then
-  -- The (inflight - max_inflight + 1)-th earliest lease must end. Its expiry is a hard upper bound; the
-  -- estimate is the learned mean lease duration minus that lease's age, never past the bound.
-  local k = inflight - max_inflight
-  local r = redis.call('ZRANGE', KEYS[2], k, k, 'WITHSCORES')
-  local expiry = tonumber(r[2])
+  -- The lease that must end first: the duplicate's own, else the (inflight - max_inflight + 1)-th earliest.
+  -- Its expiry is a hard upper bound; the estimate is the learned mean lease duration minus its age.
+  local expiry = dup_expiry
+  if expiry == nil then
+    local k = inflight - max_inflight
+    expiry = tonumber(redis.call('ZRANGE', KEYS[2], k, k, 'WITHSCORES')[2])
+  end
   local started = expiry - ttl
   local mean = dur or tonumber(ARGV[8])
   lease_wait = math.ceil(math.min(expiry - now, math.max(0, started + mean - now)))
@@ -94,4 +96,4 @@ redis.call('HSET', KEYS[1], 'tokens', string.format('%.17g', tokens), 'ts', stri
 redis.call('PEXPIRE', KEYS[1], reset_ms + 60000)
 redis.call('ZADD', KEYS[2], now + ttl, id)
 if redis.call('PTTL', KEYS[2]) < ttl + 60000 then redis.call('PEXPIRE', KEYS[2], ttl + 60000) end
-return {1, 0, math.floor(tokens), reset_ms, inflight + need_slot, 0}
+return {1, 0, math.floor(tokens), reset_ms, inflight + 1, 0}

@@ -162,5 +162,5 @@ void test("a killed process's lease expires after the lease ttl", async (t) => {
   }
   const waitedMs = Date.now() - held.atMs;
   t.diagnostic(`slot free again ${waitedMs} ms after the killed process took it`);
-  assert.ok(waitedMs >= leaseTtlMs - 50 && waitedMs < leaseTtlMs + 1000, `waited ${waitedMs} ms`);
+  assert.ok(waitedMs >= leaseTtlMs - 300 && waitedMs < leaseTtlMs + 1000, `waited ${waitedMs} ms`);
 });

@@ -128,6 +128,20 @@ export function runStoreBehaviourSuite(backend: string, makeStore: StoreFactory)
     assert.equal(refused(await store.acquire(a, 'x', 1)).retryAfterSeconds, 1, 'overdue: at least 1 s');
   });
 
+  void test(`${backend}: an id with a live lease is refused, so one id cannot carry two requests`, async (t) => {
+    const { clock, store } = await setup(t, 60_000);
+    const a = tenant('acme', 100, 100_000, 10);
+    assert.equal((await store.acquire(a, 'same-id', 100)).ok, true);
+    clock.advance(500);
+    const r = refused(await store.acquire(a, 'same-id', 100));
+    assert.equal(r.code, 'concurrency_limit_exceeded');
+    assert.equal(r.retryAfterSeconds, 1); // default 1 s estimate minus 0.5 s age, rounded up
+    assert.equal(r.remainingRequests, 9);
+    assert.equal(r.remainingTokens, 99_900 + 50, 'the refused duplicate took nothing');
+    await store.settle(a, 'same-id', 100, 100);
+    assert.equal((await store.acquire(a, 'same-id', 100)).ok, true, 'the id is free again once settled');
+  });
+
   void test(`${backend}: a lease expires after its ttl, so a crashed holder cannot keep the slot`, async (t) => {
     const { clock, store } = await setup(t, 5000);
     const a = tenant('acme', 1000, 100_000, 1);
