@@ -34,6 +34,8 @@ export class VllmPageServer {
     running: 1, waiting: 0, kvUsage: 0.25, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: 'sql-lora,chat-lora', waitingAdapters: '',
   };
   healthStatus = 200;
+  /** Called before each /metrics page is rendered: lets a test change the figures on every scrape. */
+  beforeRender: ((k: PageKnobs) => void) | null = null;
   /** Requests answered, by path (to see that the poller keeps scraping). */
   hits = new Map<string, number>();
   private server: Server | null = null;
@@ -54,6 +56,7 @@ export class VllmPageServer {
       const path = req.url ?? '/';
       this.hits.set(path, (this.hits.get(path) ?? 0) + 1);
       if (path === '/metrics') {
+        this.beforeRender?.(this.knobs);
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
         res.end(renderPage(this.knobs));
       } else if (path === '/health') {

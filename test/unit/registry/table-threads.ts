@@ -63,7 +63,9 @@ export function rowKey(r: ReplicaRow): number {
   return ok ? k : -1;
 }
 
+/** -2 = not scraped yet (nothing to check). */
 function scrapeKey(r: ReplicaRow): number {
+  if (r.state !== ROW_STATE.UP) return -2;
   return r.waiting === r.running && r.kvUsage === r.running / 1e6 ? r.running : -1;
 }
 
@@ -83,6 +85,7 @@ export function readUntilStopped(d: ThreadData, untilMs = Number.POSITIVE_INFINI
       if (!table.read(slot, row)) continue;
       operations++;
       const k = d.check === 'synthetic' ? rowKey(row) : scrapeKey(row);
+      if (k === -2) continue;
       if (k < 0) {
         inconsistent++;
         if (example === '') example = JSON.stringify(row);
