@@ -14,6 +14,7 @@ void test('filling the KV pool preempts the newest sequences by recompute and ev
     maxRunning = Math.max(maxRunning, snap.running);
     maxUsage = Math.max(maxUsage, engine.stats().kv_cache_usage_perc);
     if (snap.requests.some((r) => r.state === 'preempted')) sawPreempted = true;
+    assert.deepEqual(engine.audit(), []);
   };
   // 40 requests that each end at 500 tokens = 32 blocks: 16 running would need 512 blocks.
   const recs: Recorded[] = [];

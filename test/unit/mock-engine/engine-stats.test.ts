@@ -45,6 +45,7 @@ void test('stats agree with snapshot throughout a mixed workload with preemption
     assert.equal(h.inter_token_latency_seconds.count, s.generation_tokens_total - h.time_to_first_token_seconds.count);
     assert.equal(h.iteration_tokens_total.count, engine.steps);
     if (snap.preemptions > 0) sawPreemption = true;
+    assert.deepEqual(engine.audit(), []);
     checks++;
   };
 
