@@ -1,7 +1,8 @@
 // Gauges whose values are pulled at scrape time from the components that own them (replica table, tokenizer
 // pool, pipeline) and from the main thread's event-loop delay monitor.
 // Thread: main. Never on the request path: each collect callback runs once per GET /metrics.
-// A source that is not set yet (component not started) reports nothing (labelled gauges) or 0 (scalars).
+// A source that is not set yet (component not started) reports nothing (labelled gauges) or 0 (scalars);
+// a source that throws leaves a labelled gauge without samples and a scalar at NaN for that scrape.
 import type { IntervalHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
 import type { BoundedLabel } from './labels.ts';
@@ -39,10 +40,14 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
         if (!src) return;
         const labels = bound();
         const byLabel = new Map<string, number>(); // unknown ids share "other": keep the worst value
-        for (const [id, v] of src()) {
-          const value = labels.label(id);
-          const prev = byLabel.get(value);
-          byLabel.set(value, prev === undefined ? v : merge(prev, v));
+        try {
+          for (const [id, v] of src()) {
+            const value = labels.label(id);
+            const prev = byLabel.get(value);
+            byLabel.set(value, prev === undefined ? v : merge(prev, v));
+          }
+        } catch {
+          return; // a failing source leaves its gauge empty for this scrape rather than failing /metrics
         }
         for (const [value, v] of byLabel) g.set({ [label]: value } as Record<L, string>, v);
       },
@@ -56,7 +61,17 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
     'pool', ctx.pools, () => ctx.sources().kvOccupancy, Math.max);
 
   const scalar = (name: string, help: string, pick: () => (() => number) | undefined): void => {
-    const g: Gauge = new Gauge({ name, help, registers: [reg], collect: () => { const f = pick(); g.set(f ? f() : 0); } });
+    const g: Gauge = new Gauge({
+      name, help, registers: [reg],
+      collect: () => {
+        const f = pick();
+        try {
+          g.set(f ? f() : 0);
+        } catch {
+          g.set(Number.NaN); // unknown, rather than a plausible 0 or a failed /metrics
+        }
+      },
+    });
   };
   scalar('gateway_tokenizer_queue_depth', 'Tokenize tasks waiting for a tokenizer pool thread.', () => ctx.sources().tokenizerQueueDepth);
   scalar('gateway_inflight_requests', 'Completion requests in flight in this gateway.', () => ctx.sources().inflight);

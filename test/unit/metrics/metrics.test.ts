@@ -127,3 +127,17 @@ void test('a config reload gives new pools and tenants their own labels and keep
   assert.equal(valueOf(s, 'gateway_tokens_total', { pool: 'lora', tenant: 'gamma', kind: 'input' }), 1800);
   assert.equal(valueOf(s, 'gateway_routing_decisions_total', { policy: 'round-robin', replica: 'lora-1' }), 1);
 });
+
+void test('a throwing gauge source empties that gauge and the rest of the page is still served', async (t) => {
+  const m = new GatewayMetrics(metricsTestConfig());
+  t.after(() => m.close());
+  m.setSources({
+    inflight: () => { throw new Error('boom'); },
+    replicaUp: function* () { yield ['8b-1', 1]; throw new Error('boom'); },
+    tokenizerQueueDepth: () => 4,
+  });
+  const s = parseExposition(await m.render());
+  assert.ok(Number.isNaN(valueOf(s, 'gateway_inflight_requests')), 'unknown, not a plausible 0');
+  assert.equal(valueOf(s, 'gateway_replica_up', { replica: '8b-1' }), undefined);
+  assert.equal(valueOf(s, 'gateway_tokenizer_queue_depth'), 4);
+});
