@@ -111,8 +111,6 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
 
   let events: EngineRequestEvents;
   if (parsed.stream) {
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-    res.flushHeaders();
     const frames = new StreamFrames(kind, id, createdSeconds, model, parsed.continuousUsage, promptLen);
     const writer = new PacedWriter(res, delayMs, dieAfter, abortEngine);
     res.on('close', () => writer.dispose());
@@ -164,7 +162,13 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
       },
     };
   }
+  // Engine events fire only at step ends (timers), never inside add(), so the headers below still go first.
+  ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
   ctx.activeIds.add(base);
   ctx.metrics.observeMaxTokens(maxTokens);
-  ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
+  if (parsed.stream) {
+    // vLLM sends 200 and the headers as soon as the handler returns its generator: before prefill.
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+    res.flushHeaders();
+  }
 }
