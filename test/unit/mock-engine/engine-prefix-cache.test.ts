@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { EngineRequest } from '../../mock-replica/engine/engine-request.ts';
 import { PROFILES } from '../../mock-replica/engine/profiles.ts';
 import { addRecorded, blockHashes, engineOnVirtualClock, ttftMs } from './harness.ts';
 
@@ -85,4 +86,30 @@ void test('unreferenced cached blocks are evicted LRU, a request\'s tail blocks 
   const oldAgain = addRecorded(engine, clock, { promptTokens: 320, outputTokens: 1, blockHashes: old });
   clock.runUntilIdle();
   assert.equal(oldAgain.cachedTokens, 64, 'the old prefix kept only its first blocks');
+});
+
+void test('blocks filled by generated tokens are cached too, under hashes chained from the prompt and unique to the request', () => {
+  const { engine, clock } = engineOnVirtualClock({ profile: 'tiny' });
+  const hashes = blockHashes(100, { prefixSeed: 5, sharedTokens: 100, uniqueSeed: 5 }); // 6 full prompt blocks
+  addRecorded(engine, clock, { promptTokens: 100, outputTokens: 61, blockHashes: hashes });
+  clock.runUntilIdle();
+  // 100 + 61 tokens, the last one sampled but never computed: 160 computed tokens = 10 full blocks.
+  assert.equal(engine.snapshot().cached_blocks, 10);
+  addRecorded(engine, clock, { promptTokens: 100, outputTokens: 61, blockHashes: hashes });
+  clock.runUntilIdle();
+  // The same prompt hits its 6 prompt blocks; its generated blocks get their own hashes (4 more cached).
+  assert.equal(engine.snapshot().cached_blocks, 14);
+  assert.equal(engine.stats().prefix_cache_hits_total, 96);
+});
+
+void test('EngineRequest hashes prompt blocks from the spec and later blocks from a per-request chain', () => {
+  const noEvents = { onFirstToken() {}, onToken() {}, onFinish() {} };
+  const spec = { id: 'a', promptTokens: 40, blockHashes: [11, 22, 33], outputTokens: 50, finishReason: 'stop' as const, adapter: null };
+  const a = new EngineRequest(spec, noEvents, 16, 1, 0);
+  const b = new EngineRequest({ ...spec, id: 'b' }, noEvents, 16, 2, 0);
+  assert.deepEqual([a.blockHash(0), a.blockHash(1)], [11, 22], 'the two full prompt blocks come from the spec');
+  assert.notEqual(a.blockHash(2), 33, 'block 2 holds generated tokens: the spec hash of a partial block is not used');
+  assert.equal(a.blockHash(5), a.blockHash(5));
+  assert.notEqual(a.blockHash(2), b.blockHash(2));
+  assert.ok(Number.isSafeInteger(a.blockHash(4)) && a.blockHash(4) >= 0);
 });
