@@ -1,27 +1,30 @@
 // Turns a parsed completion request into prompt token ids and chained block hashes for the engine, with the
 // gateway's own tokenizer, chat template and block hasher (src/tokenize/), so the mock's prefix cache and
 // the gateway's routing hints key blocks identically. Thread: main (mock process). Per request, once; the
-// cost is tokenization of the prompt (tiktoken WASM) plus one xxhash64 per 16-token block.
-import { blockHashes, initBlockHasher } from '../../src/tokenize/block-hash.ts';
-import { chatPromptTokens, completionPromptTokens } from '../../src/tokenize/prompt.ts';
-import { getTokenizer, type TextTokenizer } from '../../src/tokenize/tokenizer.ts';
+// cost is tokenization of the message segments not in the per-process segment cache (a repeated system
+// prompt is free) plus one xxhash64 per 16-token block not in the prefix-hash cache.
+import { initBlockHasher } from '../../src/tokenize/block-hash.ts';
+import { CachedPromptEncoder, type EncodedPrompt } from '../../src/tokenize/cached-prompt-encoder.ts';
+import { getTokenizer } from '../../src/tokenize/tokenizer.ts';
 import type { CompletionRequest } from './completion-request.ts';
 
-export interface PromptTokens {
-  tokens: Uint32Array;
-  blockHashes: Float64Array;
-}
+export type PromptTokens = EncodedPrompt;
 
-let tokenizer: TextTokenizer | null = null;
+/** 32 MiB of segment tokens and prefix hashes per mock process. */
+const CACHE_BYTES = 32 * 1024 * 1024;
+let encoder: CachedPromptEncoder | null = null;
 
-/** Builds the Llama 3 tokenizer and the WASM hasher; await once before promptTokens(). */
+/** Builds the Llama 3 tokenizer and the WASM hasher (~1 s, once per process); await before promptTokens(). */
 export async function initPromptTokens(): Promise<void> {
   await initBlockHasher();
-  tokenizer ??= getTokenizer('llama3');
+  getTokenizer('llama3');
+  encoder ??= new CachedPromptEncoder(CACHE_BYTES);
 }
 
 export function promptTokens(req: CompletionRequest, blockSize: number, adapter: string | null): PromptTokens {
-  if (tokenizer === null) throw new Error('initPromptTokens() must be awaited first');
-  const tokens = req.kind === 'chat' ? chatPromptTokens(tokenizer, 'llama3.1', req.messages) : completionPromptTokens(tokenizer, req.prompt);
-  return { tokens, blockHashes: blockHashes(tokens, blockSize, adapter) };
+  if (encoder === null) throw new Error('initPromptTokens() must be awaited first');
+  return encoder.encode({
+    tokenizer: 'llama3', template: 'llama3.1', blockSize, kind: req.kind,
+    messages: req.messages, prompt: req.prompt, adapter,
+  });
 }
