@@ -24,6 +24,11 @@ export class ByteLru<K, V> {
     return entry.value;
   }
 
+  /** The cached value, without refreshing its recency. */
+  peek(key: K): V | undefined {
+    return this.map.get(key)?.value;
+  }
+
   /** Stores `value` unless it is too big for this cache; returns whether it was stored. */
   set(key: K, value: V, bytes: number): boolean {
     if (bytes > this.maxBytes / 8) return false;

@@ -53,12 +53,31 @@ export class CachedPromptEncoder {
     this.prefixes = new ByteLru(cacheBytes / 8);
   }
 
-  encode(work: PromptWork, shouldStop: (() => boolean) | null = null): EncodedPrompt {
+  /** The chat template's segments for `work` (pass them back to encode() to avoid rendering twice). */
+  render(work: PromptWork): string[] {
+    return renderChatSegments(work.template, work.messages ?? []);
+  }
+
+  /**
+   * How much text this encoder would have to tokenize for `work`: UTF-16 units of the segments not in its
+   * cache (a token-id prompt counts one per id). PromptTokenizer compares it with inline_max_chars.
+   */
+  uncachedChars(work: PromptWork, segments: readonly string[] | null): number {
+    if (work.kind === 'completion') return work.prompt?.length ?? 0;
+    let chars = 0;
+    for (const text of segments ?? this.render(work)) {
+      const hit = this.segments.peek(text);
+      if (hit === undefined || hit.tokenizer !== work.tokenizer) chars += text.length;
+    }
+    return chars;
+  }
+
+  encode(work: PromptWork, shouldStop: (() => boolean) | null = null, segments: readonly string[] | null = null): EncodedPrompt {
     if (work.kind === 'completion') {
       const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
       return { tokens, blockHashes: blockHashes(tokens, work.blockSize, work.adapter) };
     }
-    return this.encodeChat(work, shouldStop);
+    return this.encodeChat(work, shouldStop, segments ?? this.render(work));
   }
 
   /** Bytes held by the token and hash caches (estimates, see byte-lru.ts). */
@@ -66,9 +85,8 @@ export class CachedPromptEncoder {
     return { segments: this.segments.bytes, prefixes: this.prefixes.bytes, capacity: this.segments.capacityBytes + this.prefixes.capacityBytes };
   }
 
-  private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null): EncodedPrompt {
+  private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null, texts: readonly string[]): EncodedPrompt {
     const tokenizer = getTokenizer(work.tokenizer);
-    const texts = renderChatSegments(work.template, work.messages ?? []);
     const parts: Uint32Array[] = new Array<Uint32Array>(texts.length);
     const ids: number[] = new Array<number>(texts.length);
     for (let i = 0; i < texts.length; i++) {

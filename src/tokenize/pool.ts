@@ -55,7 +55,8 @@ export class TokenizePool {
   private readonly piscina: Piscina<WorkerTask, unknown>;
   private readonly threads: number;
   private readonly cacheBytesPerWorker: number;
-  private inFlight = 0;
+  /** Cancel cells of tasks submitted and not settled; their state says queued or running. */
+  private readonly inFlight = new Set<Int32Array>();
   readonly counters: PoolCounters = { completed: 0, skipped: 0, stopped: 0 };
 
   constructor(threads: number, cacheBytesPerWorker: number) {
@@ -78,15 +79,24 @@ export class TokenizePool {
     await Promise.all(tasks);
   }
 
-  /** Tasks submitted and not yet settled (queued or running). */
-  depth(): number {
-    return this.inFlight;
+  /** Tasks submitted and not yet started by a worker (a scan of the in-flight set: it is small). */
+  queued(): number {
+    let n = 0;
+    for (const cell of this.inFlight) if (Atomics.load(cell, 0) === CancelState.pending) n++;
+    return n;
+  }
+
+  /** Tasks a worker is encoding now. */
+  running(): number {
+    let n = 0;
+    for (const cell of this.inFlight) if (Atomics.load(cell, 0) === CancelState.running) n++;
+    return n;
   }
 
   run(work: PromptWork, signal: AbortSignal | undefined): Promise<PoolOutcome> {
     if (signal?.aborted === true) return Promise.reject(new AbortError());
     const cancel = new Int32Array(new SharedArrayBuffer(4));
-    this.inFlight++;
+    this.inFlight.add(cancel);
     return new Promise<PoolOutcome>((resolve, reject) => {
       const onAbort = (): void => {
         Atomics.store(cancel, 0, CancelState.cancelled);
@@ -95,7 +105,7 @@ export class TokenizePool {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.piscina.run({ type: 'tokenize', work, cancel, cacheBytes: this.cacheBytesPerWorker }).then(
         (raw) => {
-          this.inFlight--;
+          this.inFlight.delete(cancel);
           signal?.removeEventListener('abort', onAbort);
           const result = raw as Float64Array;
           switch (result[RESULT_STATUS] as ResultStatus) {
@@ -117,7 +127,7 @@ export class TokenizePool {
           }
         },
         (err: unknown) => {
-          this.inFlight--;
+          this.inFlight.delete(cancel);
           signal?.removeEventListener('abort', onAbort);
           reject(err instanceof Error ? err : new Error(String(err)));
         },

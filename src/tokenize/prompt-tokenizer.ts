@@ -1,14 +1,15 @@
 // The gateway's tokenize stage: a request's exact prompt token count and chained block hashes.
 // Thread: main (the acceptor). Small prompts are encoded inline, synchronously; larger ones go to the
 // Piscina pool so a 100k-token prompt never stalls the event loop. Hot path: yes, once per request.
-// The cut-off is tokenizer.inline_max_chars (UTF-16 units of message content or prompt); its default comes
-// from `npm run bench -- tokenize` (src/tokenize/README.md): below it, encoding inline costs the acceptor
-// less CPU than a worker round trip. tokenizer.threads = 0 means always inline.
+// The cut-off is tokenizer.inline_max_chars, compared with the text the inline encoder would actually have
+// to tokenize (rendered segments not in its cache, so a long cached system prompt plus a short question
+// stays inline); its value comes from `npm run bench -- tokenize` (src/tokenize/README.md): below it,
+// encoding inline costs the acceptor less CPU than a worker round trip. threads = 0 means always inline.
 // Caches: tokenizer.cache_bytes is split evenly between the inline encoder and each worker's encoder.
 // Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder, type PromptWork } from './cached-prompt-encoder.ts';
-import { contentText, type ChatMessage } from './chat-template.ts';
+import type { ChatMessage } from './chat-template.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
 import { AbortError } from './protocol.ts';
 import { getTokenizer, type TokenizerName } from './tokenizer.ts';
@@ -32,14 +33,8 @@ export interface TokenizeResult {
 export interface PromptTokenizerStats extends PoolCounters {
   inline: number;
   pooled: number;
-}
-
-/** Size of the prompt as the cut-off measures it: UTF-16 units of content (ids count one each). */
-export function promptChars(req: Pick<TokenizeRequest, 'kind' | 'messages' | 'prompt'>): number {
-  if (req.kind === 'completion') return req.prompt?.length ?? 0;
-  let chars = 0;
-  for (const m of req.messages ?? []) chars += contentText(m.content).length;
-  return chars;
+  /** Pool tasks a worker is encoding right now. */
+  running: number;
 }
 
 export class PromptTokenizer {
@@ -85,10 +80,17 @@ export class PromptTokenizer {
       prompt: req.prompt,
       adapter: req.adapter,
     };
-    if (this.pool === null || promptChars(req) <= this.inlineMaxChars) {
+    let segments: string[] | null = null;
+    try {
+      if (this.pool !== null && work.kind === 'chat') segments = this.inlineEncoder.render(work);
+    } catch (err) {
+      this.inlineCount++;
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    if (this.pool === null || this.inlineEncoder.uncachedChars(work, segments) <= this.inlineMaxChars) {
       this.inlineCount++;
       try {
-        const { tokens, blockHashes } = this.inlineEncoder.encode(work);
+        const { tokens, blockHashes } = this.inlineEncoder.encode(work, null, segments);
         return Promise.resolve({ promptTokens: tokens.length, blockHashes });
       } catch (err) {
         return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -98,14 +100,14 @@ export class PromptTokenizer {
     return this.pool.run(work, signal);
   }
 
-  /** Pool tasks queued or running (0 with no pool); inline work never queues. */
+  /** Pool tasks waiting for a worker (0 with no pool); inline work never queues. */
   queueDepth(): number {
-    return this.pool?.depth() ?? 0;
+    return this.pool?.queued() ?? 0;
   }
 
   stats(): PromptTokenizerStats {
     const counters = this.pool?.counters ?? { completed: 0, skipped: 0, stopped: 0 };
-    return { ...counters, inline: this.inlineCount, pooled: this.pooledCount };
+    return { ...counters, inline: this.inlineCount, pooled: this.pooledCount, running: this.pool?.running() ?? 0 };
   }
 
   async close(): Promise<void> {

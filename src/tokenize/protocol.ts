@@ -3,7 +3,7 @@
 // A task carries the work description (small: messages or prompt text, pool's tokenizer/template/block
 // size, adapter) and a 4-byte SharedArrayBuffer cancel cell. The result is one Float64Array, transferred
 // rather than cloned: [status, promptTokens, ...blockHashes] (token counts and 53-bit hashes are exact
-// doubles). Cancellation is cooperative: the worker reads the cell before starting (a task cancelled
+// doubles). Cancellation is cooperative: the worker claims the cell before starting (a task cancelled
 // while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
 // AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
 // throw away the worker's caches and cost a ~1 s tokenizer rebuild.
@@ -27,7 +27,8 @@ export interface WarmupTask {
 
 export type WorkerTask = TokenizeTask | WarmupTask;
 
-export const CancelState = { pending: 0, cancelled: 1 } as const;
+/** The task's cell: main sets cancelled at any time; the worker moves pending → running when it starts. */
+export const CancelState = { pending: 0, cancelled: 1, running: 2 } as const;
 
 export const ResultStatus = {
   ok: 0,

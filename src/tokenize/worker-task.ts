@@ -24,7 +24,9 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
 
   const runTokenize = (task: TokenizeTask): Float64Array => {
     const cancel = task.cancel;
-    if (Atomics.load(cancel, 0) === CancelState.cancelled) return statusOnly(ResultStatus.skipped);
+    if (Atomics.compareExchange(cancel, 0, CancelState.pending, CancelState.running) === CancelState.cancelled) {
+      return statusOnly(ResultStatus.skipped);
+    }
     encoder ??= new CachedPromptEncoder(task.cacheBytes);
     try {
       const { tokens, blockHashes } = encoder.encode(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
