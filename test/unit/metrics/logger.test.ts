@@ -1,7 +1,7 @@
 // Tests for src/logging/logger.ts (kept under test/unit/metrics/, the observability engineer's test folder).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLogger, requestLogLine, type RequestLogFields } from '../../../src/logging/logger.ts';
+import { createLogger, redactSecrets, requestLogLine, type RequestLogFields } from '../../../src/logging/logger.ts';
 
 function capture(level: Parameters<typeof createLogger>[0]) {
   const lines: string[] = [];
@@ -76,4 +76,16 @@ void test('disabled levels write nothing', () => {
   assert.equal(lines.length, 0);
   requestLogLine(logger, { ...fields, status: 503, code: 'no_healthy_replica' });
   assert.equal(lines.length, 1);
+});
+
+void test('redaction copies instead of mutating, ignores header case and leaves clean objects untouched', () => {
+  const headers = { AUTHORIZATION: 'Bearer sk-x', accept: '*/*' };
+  const input = { request: { headers }, list: [{ Cookie: 'c=1' }, 'plain'] };
+  const out = redactSecrets(input) as { request: { headers: Record<string, string> }; list: [Record<string, string>, string] };
+  assert.equal(out.request.headers.AUTHORIZATION, '[redacted]');
+  assert.equal(out.request.headers.accept, '*/*');
+  assert.equal(out.list[0].Cookie, '[redacted]');
+  assert.equal(headers.AUTHORIZATION, 'Bearer sk-x', "the caller's object is not mutated");
+  const clean = { a: 1, b: { c: [1, 2] } };
+  assert.equal(redactSecrets(clean), clean, 'no copy when there is nothing to redact');
 });
