@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { assertCost, DEFAULT_LEASE_DURATION_MS, toDecision } from './decision.ts';
 import { TenantKeyCache } from './keys.ts';
-import { closeRedisClient, defineScript, type RedisClient, type ScriptRunner } from './redis-client.ts';
+import { closeRedisClient, defineScript, writeCoalescer, type RedisClient, type ScriptRunner } from './redis-client.ts';
 import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
 
 const ACQUIRE_LUA = readFileSync(new URL('./scripts/token-bucket.lua', import.meta.url), 'utf8');
@@ -20,6 +20,8 @@ export interface RedisQuotaStoreOptions {
   leaseTtlMs: number;
   /** Tests only: milliseconds since the epoch passed as now_ms instead of Redis TIME. */
   clock?: () => number;
+  /** One socket write per event-loop turn instead of per command (default true; see writeCoalescer). */
+  coalesceWrites?: boolean;
   /** close() leaves the client open (default false: the store owns it). */
   sharedClient?: boolean;
 }
@@ -36,6 +38,7 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly sharedClient: boolean;
   private readonly runAcquire: ScriptRunner;
   private readonly runSettle: ScriptRunner;
+  private readonly beforeWrite: () => void;
 
   constructor(client: RedisClient, opts: RedisQuotaStoreOptions) {
     this.client = client;
@@ -45,11 +48,13 @@ export class RedisQuotaStore implements QuotaStore {
     this.sharedClient = opts.sharedClient ?? false;
     this.runAcquire = defineScript(client, 'gwQuotaAcquire', ACQUIRE_LUA, 2);
     this.runSettle = defineScript(client, 'gwQuotaSettle', SETTLE_LUA, 2);
+    this.beforeWrite = opts.coalesceWrites === false ? () => undefined : writeCoalescer(client);
   }
 
   async acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
     assertCost(costTokens);
     const k = this.keys.get(tenant.name);
+    this.beforeWrite();
     const reply = await this.runAcquire([k.bucket, k.leases], [
       tenant.tokensPerSecond, tenant.burstTokens, costTokens, tenant.maxInflight, requestId, this.leaseTtlMs,
       this.clock === null ? '' : this.clock(), DEFAULT_LEASE_DURATION_MS,
@@ -67,6 +72,7 @@ export class RedisQuotaStore implements QuotaStore {
   async settleOnce(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<boolean> {
     const k = this.keys.get(tenant.name);
     const refund = reservedTokens > usedTokens ? reservedTokens - usedTokens : 0;
+    this.beforeWrite();
     const reply = await this.runSettle([k.bucket, k.leases], [
       tenant.tokensPerSecond, tenant.burstTokens, requestId, refund, this.leaseTtlMs,
       this.clock === null ? '' : this.clock(),
