@@ -45,6 +45,10 @@ function readBody(req: IncomingMessage): Promise<string | null> {
     });
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     req.on('error', () => resolve(null));
+    // A client that leaves mid-body: 'end' never comes (resolving twice is a no-op after 'end').
+    req.on('close', () => {
+      if (!req.complete) resolve(null);
+    });
   });
 }
 
