@@ -7,6 +7,7 @@
 // Steps run only while there is work. Thread: main of the mock process. Hot path: yes, per step and per token;
 // no allocation per token beyond the callbacks' own.
 import { BlockPool } from './block-pool.ts';
+import { auditEngine } from './engine-audit.ts';
 import { EngineRequest } from './engine-request.ts';
 import { PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
 import type { EngineStats } from './stats.ts';
@@ -147,44 +148,11 @@ export class MockEngine {
   }
 
   /**
-   * Checks the engine's internal invariants and returns what is violated (empty when sound): every block's
-   * reference count equals the number of requests holding it, the free count matches, waiting requests hold
-   * nothing, running ones hold blocks for their computed tokens, limits hold. O(blocks + requests); for tests
-   * and simulators, not for the request path.
+   * The engine's internal invariants that do not hold (empty when sound); see engine-audit.ts. O(blocks +
+   * requests): for tests and simulators, not for the request path.
    */
   audit(): string[] {
-    const problems: string[] = [];
-    const { numGpuBlocks, blockSize, maxNumSeqs, maxLoras } = this.config;
-    const refs = new Int32Array(numGpuBlocks);
-    const seen = new Set<string>();
-    const adapters = new Set<string>();
-    for (const r of this.running) {
-      if (r.phase !== 'running') problems.push(`${r.id} is in the running list as ${r.phase}`);
-      if (r.adapter !== null) adapters.add(r.adapter);
-      const minBlocks = Math.ceil(r.numComputedTokens / blockSize);
-      const maxBlocks = Math.ceil(r.numTokens / blockSize);
-      if (r.blockIds.length < minBlocks || r.blockIds.length > maxBlocks) {
-        problems.push(`${r.id} holds ${r.blockIds.length} blocks for ${r.numComputedTokens}/${r.numTokens} tokens`);
-      }
-      for (const id of r.blockIds) refs[id]!++;
-      seen.add(r.id);
-    }
-    for (const r of this.waiting) {
-      if (r.phase !== 'waiting' && r.phase !== 'preempted') problems.push(`${r.id} is in the waiting list as ${r.phase}`);
-      if (r.blockIds.length > 0 || r.numComputedTokens > 0) problems.push(`waiting ${r.id} holds blocks`);
-      if (seen.has(r.id)) problems.push(`${r.id} is both running and waiting`);
-      seen.add(r.id);
-    }
-    if (seen.size !== this.live.size) problems.push(`${this.live.size} live requests, ${seen.size} queued or running`);
-    if (this.running.length > maxNumSeqs) problems.push(`${this.running.length} running > max_num_seqs ${maxNumSeqs}`);
-    if (adapters.size > maxLoras) problems.push(`${adapters.size} adapters running > max_loras ${maxLoras}`);
-    let free = 0;
-    for (let id = 1; id < numGpuBlocks; id++) {
-      if (refs[id] !== this.pool.refs(id)) problems.push(`block ${id}: ${this.pool.refs(id)} refs, ${refs[id]} holders`);
-      if (refs[id] === 0) free++;
-    }
-    if (free !== this.pool.freeBlocks) problems.push(`${this.pool.freeBlocks} free blocks counted, ${free} unreferenced`);
-    return problems;
+    return auditEngine(this.config, this.running, this.waiting, this.live.size, this.pool);
   }
 
   /** Stops stepping and aborts every request still in the engine (each gets onFinish('abort')). */
