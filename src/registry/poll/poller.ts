@@ -193,7 +193,9 @@ export class ReplicaPoller {
         res.on('error', settle);
         return;
       }
-      res.setEncoding('utf8');
+      // latin1: every byte one char, no UTF-8 decoding. What we read (numbers, adapter names, which config
+      // restricts to [A-Za-z0-9._:-]) is ASCII, so nothing we use can be garbled.
+      res.setEncoding('latin1');
       let body = '';
       res.on('data', (chunk: string) => {
         body += chunk;
