@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   }
   let cfg: GatewayConfig;
   try {
-    cfg = loadConfigFile(values.config);
+    cfg = loadConfigFile(values.config, process.env); // as the gateway reads it (env-held API keys must resolve)
   } catch (err) {
     console.error((err as Error).message);
     process.exit(2);

@@ -228,7 +228,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       prompt: typeof body.prompt === 'string' ? body.prompt : '',
     };
     const { tokens } = promptTokens(req, blockSize, null);
-    sendJson(res, 200, JSON.stringify({ count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: null }));
+    sendJson(res, 200, JSON.stringify({ count: tokens.length, max_model_len: maxModelLen, tokens: Array.from(tokens), token_strs: null }));
   }
 
   async function mockHook(path: string, method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
