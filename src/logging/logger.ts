@@ -43,13 +43,15 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
 }
 
 export interface LoggerOptions {
-  /** Where lines go; default stdout through an async buffered sonic-boom (flush with logger.flush()). */
+  /** Where lines go; default stdout through an asynchronous sonic-boom (logger.flush() before exit). */
   destination?: DestinationStream;
 }
 
 export function createLogger(level: LogLevel, opts: LoggerOptions = {}): Logger {
   // Async stdout: a synchronous write per request would block the acceptor on a slow log collector.
-  const destination = opts.destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  // minLength 0: lines go out as soon as the previous write completes (bursts coalesce while one is in
+  // flight); a larger minLength would hold quiet-period lines such as "gateway listening" indefinitely.
+  const destination = opts.destination ?? pino.destination({ dest: 1, sync: false, minLength: 0 });
   return pino({
     level,
     base: { pid: process.pid },
