@@ -16,6 +16,8 @@ export const ADMISSION_RESULTS = ['admitted', 'queued', 'shed'] as const;
 export const QUOTA_RESULTS = ['ok', 'rate_limit_exceeded', 'concurrency_limit_exceeded', 'quota_unavailable', 'degraded'] as const;
 export const UPSTREAM_ERROR_KINDS = ['connect', 'reset', 'status_5xx', 'status_4xx', 'first_token_timeout', 'mid_stream'] as const;
 export const CANCEL_PHASES = ['queued', 'upstream_wait', 'streaming'] as const;
+/** A retry is labelled by the failure kind that caused it, or by the error code it would have returned. */
+const RETRY_KINDS = new Set<string>([...UPSTREAM_ERROR_KINDS, ...Object.keys(ERROR_CODES)]);
 /** Routing policy names are free strings from plugins; more than this many distinct ones is a bug. */
 const MAX_POLICY_LABELS = 16;
 /** Lazily cached (status, code) and retry-kind children per slot; beyond this, children are not cached. */
@@ -142,7 +144,7 @@ export class Binding {
     const slot = this.poolSlots[this.pools.index(pool)]!;
     let child = slot.retries.get(kind);
     if (child === undefined) {
-      const label = (UPSTREAM_ERROR_KINDS as readonly string[]).includes(kind) ? kind : OTHER_LABEL;
+      const label = RETRY_KINDS.has(kind) ? kind : OTHER_LABEL;
       child = this.f.retries.labels(slot.label, label);
       if (slot.retries.size < MAX_CACHED_PER_SLOT) slot.retries.set(kind, child); // odd kinds must not grow the map
     }

@@ -104,7 +104,9 @@ void test('tenant labels are bounded to the configured names and every label sta
   assert.deepEqual([...labelValues(s, 'gateway_requests_total', 'code')].sort(), ['invalid_api_key', 'none', 'other']);
   assert.deepEqual([...labelValues(s, 'gateway_ttft_seconds', 'tier')], ['premium', 'none'], 'unknown tenants have no tier');
   assert.ok(labelValues(s, 'gateway_routing_decisions_total', 'policy').size <= 17, 'policy names are capped');
-  assert.deepEqual([...labelValues(s, 'gateway_retries_total', 'kind')], ['other']);
+  m.retry('8b', 'upstream_unavailable');
+  const s2 = parseExposition(await m.render());
+  assert.deepEqual([...labelValues(s2, 'gateway_retries_total', 'kind')].sort(), ['other', 'upstream_unavailable'], 'kinds or error codes, else other');
   assert.ok(labelValues(s, 'gateway_routing_decisions_total', 'replica').size <= 4);
   assert.ok(s.length < 2000, `series count stays bounded (${s.length})`);
 });
