@@ -66,7 +66,8 @@ export class PacedWriter {
   }
 
   private write(frame: string, isToken: boolean, end: boolean): void {
-    if (this.dieAfterTokens >= 0 && (this.tokensWritten >= this.dieAfterTokens && (isToken || end))) {
+    // A response shorter than after_tokens still dies: before its [DONE], after its last token.
+    if (this.dieAfterTokens >= 0 && (end || (isToken && this.tokensWritten >= this.dieAfterTokens))) {
       this.kill();
       return;
     }
@@ -82,8 +83,11 @@ export class PacedWriter {
     if (this.dead) return;
     this.dead = true;
     this.queue.length = 0;
-    this.res.socket?.destroy();
-    this.res.destroy();
+    // destroySoon: frames already written still reach the client (even the one written in this same tick),
+    // then the connection closes with the chunked body unfinished, which a client sees as a broken stream.
+    const socket = this.res.socket;
+    if (socket) socket.destroySoon();
+    else this.res.destroy();
     this.onDie();
   }
 

@@ -38,6 +38,15 @@ void test('die_mid_stream cuts the socket after after_tokens content frames, wit
   assert.equal(s.requests.find((r) => r.id === 'dies')?.state, 'aborted');
 });
 
+void test('die_mid_stream on a stream shorter than after_tokens still dies before [DONE]', async () => {
+  await setFault(replica.url, { mode: 'die_mid_stream', after_tokens: 10, count: 1 });
+  const stream = openStream(replica.url, '/v1/completions', { prompt: 'x', max_tokens: 3, ignore_eos: true, stream: true });
+  const { outcome, text } = await stream.done;
+  assert.equal(outcome, 'error');
+  assert.equal(stream.frames().length, 3);
+  assert.ok(!text.includes('[DONE]'));
+});
+
 void test('die_mid_stream on a non-streamed request closes the socket without a response', async () => {
   await setFault(replica.url, { mode: 'die_mid_stream', after_tokens: 2, count: 1 });
   await assert.rejects(postJson(replica.url, '/v1/completions', { prompt: 'x', max_tokens: 20, ignore_eos: true }));
