@@ -54,11 +54,15 @@ const CHATML_GENERATION_PROMPT = '<|im_start|>assistant\n';
 export function contentText(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content;
   if (content === null || content === undefined) return '';
+  // Bodies are parsed JSON: a shape the types rule out can still arrive, and must be a 400, not a crash.
+  if (!Array.isArray(content)) throw new ChatTemplateError('message content must be a string or an array of content parts');
   let out = '';
   let first = true;
-  for (const part of content) {
-    if (part.type !== 'text') continue;
-    out = first ? (part.text ?? '') : `${out}\n${part.text ?? ''}`;
+  for (const part of content as unknown[]) {
+    if (typeof part !== 'object' || part === null || (part as ChatContentPart).type !== 'text') continue;
+    const text = (part as ChatContentPart).text;
+    if (typeof text !== 'string') throw new ChatTemplateError('a text content part needs a string "text"');
+    out = first ? text : `${out}\n${text}`;
     first = false;
   }
   return out;
@@ -113,6 +117,7 @@ function toolArguments(args: string | Record<string, unknown>): unknown {
 
 function llamaTurn(message: ChatMessage): string {
   const role = message.role;
+  if (typeof role !== 'string') throw new ChatTemplateError('message role must be a string');
   if (role === 'tool' || role === 'ipython') {
     // Jinja: a string is `iterable`, so string content goes through tojson too.
     return `<|start_header_id|>ipython<|end_header_id|>\n\n${pythonToJson(contentText(message.content))}<|eot_id|>`;
@@ -146,7 +151,10 @@ export function renderLlama31Segments(messages: readonly ChatMessage[]): string[
 /** ChatML (<|im_start|>role\ncontent<|im_end|>\n), no system default, content untrimmed. */
 export function renderChatmlSegments(messages: readonly ChatMessage[]): string[] {
   const segments: string[] = [];
-  for (const message of messages) segments.push(`<|im_start|>${message.role}\n${contentText(message.content)}<|im_end|>\n`);
+  for (const message of messages) {
+    if (typeof message.role !== 'string') throw new ChatTemplateError('message role must be a string');
+    segments.push(`<|im_start|>${message.role}\n${contentText(message.content)}<|im_end|>\n`);
+  }
   segments.push(CHATML_GENERATION_PROMPT);
   return segments;
 }

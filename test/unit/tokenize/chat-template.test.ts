@@ -98,3 +98,18 @@ void test('pythonToJson matches json.dumps(ensure_ascii=False) spacing and escap
   assert.equal(pythonToJson({}), '{}');
   assert.equal(contentText([]), '');
 });
+
+void test('malformed messages are a ChatTemplateError (a 400), never a crash', () => {
+  const bad = [
+    { role: 'user', content: 42 },
+    { role: 'user', content: { text: 'x' } },
+    { role: 'user', content: [{ type: 'text', text: 7 }] },
+    { role: 5, content: 'x' },
+  ] as unknown as ChatMessage[];
+  for (const m of bad) {
+    assert.throws(() => renderChat('llama3.1', [m]), { name: 'ChatTemplateError' }, JSON.stringify(m));
+    assert.throws(() => renderChat('chatml', [m]), { name: 'ChatTemplateError' }, JSON.stringify(m));
+  }
+  // Non-text parts and junk entries in a parts array are skipped: rejecting them is request validation's job.
+  assert.equal(contentText([{ type: 'image_url' }, null, 'x', { type: 'text', text: 'ok' }] as unknown as ChatMessage['content']), 'ok');
+});
