@@ -65,7 +65,7 @@ function readCost(decisions: number, rounds: number): { rows: Array<Array<string
         if (p.assignId === assignIds[s] && p.state === ROW_STATE.UP && p.dataPlaneFailures < 2) sink += p.kvUsage + p.waiting;
       }
     }],
-    ['hot checks: 3 Atomics.load + 1 Float64', () => {
+    ['isHealthy-style checks: 3 Int32 + 1 Float64 plain loads', () => {
       for (let s = 0; s < REPLICAS; s++) {
         if (table.assignId(s) === assignIds[s] && table.state(s) === ROW_STATE.UP && table.dataPlaneFailures(s) < 2) sink += table.lastGoodScrapeMs(s);
       }

@@ -39,6 +39,8 @@ export class VllmPageServer {
   /** Requests answered, by path (to see that the poller keeps scraping). */
   hits = new Map<string, number>();
   private server: Server | null = null;
+  private cachedKey = '';
+  private cachedPage = '';
   port = 0;
 
   get url(): string {
@@ -58,7 +60,7 @@ export class VllmPageServer {
       if (path === '/metrics') {
         this.beforeRender?.(this.knobs);
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
-        res.end(renderPage(this.knobs));
+        res.end(this.page());
       } else if (path === '/health') {
         res.writeHead(this.healthStatus);
         res.end();
@@ -74,6 +76,17 @@ export class VllmPageServer {
     });
     this.server = server;
     this.port = (server.address() as AddressInfo).port;
+  }
+
+  /** The page for the current knobs, rendered again only when they changed (rendering is 7 regex passes). */
+  private page(): string {
+    const k = this.knobs;
+    const key = `${k.running}|${k.waiting}|${k.kvUsage}|${k.blockSize}|${k.startSeconds}|${k.runningAdapters}|${k.waitingAdapters}`;
+    if (key !== this.cachedKey) {
+      this.cachedKey = key;
+      this.cachedPage = renderPage(k);
+    }
+    return this.cachedPage;
   }
 
   /** Stops listening and drops every connection, keep-alive ones included: the process is gone. */
