@@ -46,10 +46,15 @@ export function sendError(res: ServerResponse, e: VllmError): void {
   sendJson(res, e.status, JSON.stringify({ error: { message: e.message, type: e.type, param: null, code: e.status } }));
 }
 
-function requestBase(req: IncomingMessage, activeIds: Set<string>): string {
+/** The completion id's base: the client's X-Request-Id, else 16 random hex digits (2026 builds). */
+function requestBase(req: IncomingMessage): string {
   const header = req.headers['x-request-id'];
   // randomUUID draws from a cached entropy pool; randomBytes(8) was a syscall per request in the profile.
-  const base = typeof header === 'string' && header !== '' ? header : randomUUID().replace(/-/g, '').slice(0, 16);
+  return typeof header === 'string' && header !== '' ? header : randomUUID().replace(/-/g, '').slice(0, 16);
+}
+
+/** The engine id: the base, suffixed when a request with the same X-Request-Id is still in the engine. */
+function engineId(base: string, activeIds: Set<string>): string {
   if (!activeIds.has(base)) return base;
   let n = 1;
   while (activeIds.has(`${base}-${n}`)) n++;
@@ -83,8 +88,9 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   const maxTokens = parsed.maxTokens ?? Math.min(ctx.maxModelLen - promptLen, DEFAULT_MAX_TOKENS_CAP);
   const plan = planOutput(maxTokens, parsed.ignoreEos, parsed.seed ?? hashTokens(prompt.tokens), ctx.replicaSeed);
 
-  const base = requestBase(req, ctx.activeIds);
-  const id = completionId(kind, base);
+  const requestId = requestBase(req);
+  const id = completionId(kind, requestId);
+  const base = engineId(requestId, ctx.activeIds);
   const createdSeconds = Math.floor(Date.now() / 1000);
   const times = { cachedTokens: 0, generatedTokens: 0 };
   let finished = false;
