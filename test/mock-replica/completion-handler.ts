@@ -162,13 +162,20 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
           res.destroy();
           return;
         }
-        sendJson(res, 200, fullResponseBody({
+        const body = fullResponseBody({
           kind, id, createdSeconds, model, text: fullText(plan, times.generatedTokens), finishReason: plan.finishReason,
           usage: { promptTokens: promptLen, completionTokens: times.generatedTokens, cachedTokens: times.cachedTokens },
-        }));
+        });
+        if (delayMs === 0) return sendJson(res, 200, body);
+        // slow, non-streamed: the whole answer is late by delay_ms per token.
+        setTimeout(() => {
+          if (!res.destroyed) sendJson(res, 200, body);
+        }, delayMs * times.generatedTokens);
       },
     };
   }
+  // The client may have left while its body was read and tokenized: its 'close' has fired already.
+  if (req.socket.destroyed) return;
   // Engine events fire only at step ends (timers), never inside add(), so the headers below still go first.
   ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
   ctx.activeIds.add(base);

@@ -77,6 +77,14 @@ void test('slow adds delay_ms between tokens', async () => {
   assert.ok(restMs >= 4 * 80 - 10, `4 more tokens took ${restMs.toFixed(0)} ms (unfaulted request: ${normalMs.toFixed(0)} ms)`);
 });
 
+void test('slow delays a non-streamed answer by delay_ms per token', async () => {
+  await setFault(replica.url, { mode: 'slow', delay_ms: 60, count: 1 });
+  const t0 = performance.now();
+  const r = await postJson(replica.url, '/v1/completions', { prompt: 'x', max_tokens: 5, ignore_eos: true });
+  assert.equal(r.status, 200);
+  assert.ok(performance.now() - t0 >= 5 * 60 - 10, `answered after ${(performance.now() - t0).toFixed(0)} ms`);
+});
+
 void test('refuse_connections destroys /v1/* sockets without a reply while /health, /metrics and /_mock/* answer', async () => {
   await setFault(replica.url, { mode: 'refuse_connections' });
   await assert.rejects(postJson(replica.url, '/v1/chat/completions', CHAT));
