@@ -48,7 +48,9 @@ export class Binding {
   readonly pools: BoundedLabel;
   readonly replicas: BoundedLabel;
   readonly tenants: BoundedLabel;
-  private readonly codes = new BoundedLabel([...Object.keys(ERROR_CODES), 'upstream_bad_request']);
+  /** Wire codes, plus the two outcomes that never reach the wire as a code: a replica's own 4xx code passed
+   *  through, and a client that hung up (status 499, nginx's convention). */
+  private readonly codes = new BoundedLabel([...Object.keys(ERROR_CODES), 'upstream_bad_request', 'client_closed_request']);
   private readonly policies = new CappedLabel(MAX_POLICY_LABELS);
   /** tenant name → index into TIERS; unknown tenants get TIERS.length ("none"). */
   private readonly tierOfTenant = new Map<string, number>();
