@@ -10,14 +10,16 @@ export interface FloorRelay {
   stop(): Promise<void>;
 }
 
-export async function startFloorRelay(o: { repoRoot: string; logDir: string; upstreams: readonly string[]; cpus?: string }): Promise<FloorRelay> {
+export async function startFloorRelay(o: { repoRoot: string; logDir: string; upstreams: readonly string[]; cpus?: string;
+  client?: 'undici' | 'raw'; }): Promise<FloorRelay> {
+  const client = o.client ?? 'undici';
   const port = await freePort();
   const proc = spawnTsx({
-    name: 'floor relay',
+    name: `floor relay (${client})`,
     script: join(o.repoRoot, 'native-bench/harness/minimal-relay.ts'),
-    args: ['--port', String(port), ...o.upstreams.flatMap((u) => ['--upstream', u])],
+    args: ['--port', String(port), '--client', client, ...o.upstreams.flatMap((u) => ['--upstream', u])],
     cwd: o.repoRoot,
-    logPath: join(o.logDir, 'floor-relay.log'),
+    logPath: join(o.logDir, `floor-relay-${client}.log`),
     cpus: o.cpus,
   });
   const url = `http://127.0.0.1:${port}`;

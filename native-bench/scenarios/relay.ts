@@ -1,7 +1,8 @@
 // Relay scenario (issue 3): what does the gateway add on the request path compared with going straight to
 // a replica, and how does it compare with a tuned nginx in front of the same replicas?
 // Targets: direct (client round-robins over the mocks), gateway (round-robin policy, memory quota), floor (the
-// gateway's stack with none of its logic: harness/minimal-relay.ts), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming JSON, concurrency 32.
+// gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for a purpose-built
+// HTTP/1.1 client), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming JSON, concurrency 32.
 // Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
 // figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
 // Thread: bench main thread (the load generator); every target and each mock replica is its own process.
@@ -37,7 +38,7 @@ const relay: BenchScenario = async (args) => {
       'time-scale': { type: 'string', default: '0.01' },
       'max-tokens': { type: 'string', default: '16' },
       modes: { type: 'string', default: 'stream,json' },
-      targets: { type: 'string', default: 'direct,gateway,floor,nginx,nginx-auto' },
+      targets: { type: 'string', default: 'direct,gateway,floor,floor-raw,nginx,nginx-auto' },
       pin: { type: 'boolean', default: false },
       'cpu-prof': { type: 'boolean', default: false },
       'keep-logs': { type: 'boolean', default: false },
@@ -80,10 +81,11 @@ const relay: BenchScenario = async (args) => {
       stops.push(gw.stop);
       targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
     }
-    if (wanted.includes('floor')) {
-      const floor = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), cpus: proxyCpus });
+    for (const [name, client] of [['floor', 'undici'], ['floor-raw', 'raw']] as const) {
+      if (!wanted.includes(name)) continue;
+      const floor = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), cpus: proxyCpus, client });
       stops.push(floor.stop);
-      targets.push({ name: 'floor', origins: [floor.url], proxyPids: [floor.proc.pid] });
+      targets.push({ name, origins: [floor.url], proxyPids: [floor.proc.pid] });
     }
     for (const [name, workers] of [['nginx', 1], ['nginx-auto', 'auto']] as const) {
       if (!wanted.includes(name)) continue;
