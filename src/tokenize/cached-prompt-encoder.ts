@@ -27,6 +27,8 @@ export interface PromptWork {
   blockSize: number;
   kind: 'chat' | 'completion';
   messages?: readonly ChatMessage[];
+  /** The request's `tools` (chat only); null or absent when it sent none. */
+  tools?: readonly unknown[] | null;
   prompt?: string | readonly number[];
   /** LoRA adapter name: the block hashes' extra key. */
   adapter: string | null;
@@ -55,7 +57,7 @@ export class CachedPromptEncoder {
 
   /** The chat template's segments for `work` (pass them back to encode() to avoid rendering twice). */
   render(work: PromptWork): string[] {
-    return renderChatSegments(work.template, work.messages ?? []);
+    return renderChatSegments(work.template, work.messages ?? [], work.tools ?? null);
   }
 
   /**

@@ -13,9 +13,12 @@
 //  - an assistant turn with tool_calls renders the single call as {"name": ..., "parameters": ...};
 //  - tool/ipython turns use the "ipython" header and tojson(content) (a string is "iterable" in Jinja, so
 //    it is JSON-quoted), untrimmed.
+//  - request-level `tools` (non-null): "Environment: ipython\n" opens the system turn, and the first
+//    remaining message becomes a user turn listing each tool as tojson(indent=4) (tools_in_user_message);
+//    each tool is first normalised as vLLM's pydantic model_dump() shapes it (see vllmToolDump).
 // Content arrays are reduced as vLLM does for "string"-format templates: text parts joined with "\n";
 // null content is "". `trim` is Python's str.strip() (its whitespace set differs from JS's trim()).
-// Not modelled: request-level `tools` (the tool preamble), continue_final_message, chat_template_kwargs.
+// Not modelled: continue_final_message, chat_template_kwargs; chatml ignores tools.
 
 export interface ChatContentPart {
   type: string;
@@ -87,7 +90,7 @@ export function pythonStrip(text: string): string {
  * The `tojson` filter of transformers' chat-template environment: json.dumps(x, ensure_ascii=False) with
  * Python's default separators (", " and ": "), keys in insertion order.
  */
-export function pythonToJson(value: unknown): string {
+export function pythonToJson(value: unknown, indent: number | null = null, depth = 0): string {
   if (value === null || value === undefined) return 'null';
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number') {
@@ -96,14 +99,44 @@ export function pythonToJson(value: unknown): string {
     return JSON.stringify(value);
   }
   if (typeof value === 'boolean') return value ? 'true' : 'false';
-  if (Array.isArray(value)) return `[${value.map(pythonToJson).join(', ')}]`;
-  if (typeof value === 'object') {
-    const parts: string[] = [];
-    for (const [k, v] of Object.entries(value as Record<string, unknown>)) parts.push(`${JSON.stringify(k)}: ${pythonToJson(v)}`);
-    return `{${parts.join(', ')}}`;
-  }
-  return JSON.stringify(String(value));
+  const items: string[] = [];
+  const isArray = Array.isArray(value);
+  if (isArray) for (const v of value as unknown[]) items.push(pythonToJson(v, indent, depth + 1));
+  else if (typeof value === 'object') {
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) items.push(`${JSON.stringify(k)}: ${pythonToJson(v, indent, depth + 1)}`);
+  } else return JSON.stringify(String(value));
+  const [open, close] = isArray ? ['[', ']'] : ['{', '}'];
+  if (items.length === 0) return open + close;
+  // json.dumps: separators (", ", ": ") without indent; with indent, "," + newline + indentation.
+  if (indent === null) return open + items.join(', ') + close;
+  const inner = '\n' + ' '.repeat(indent * (depth + 1));
+  return open + inner + items.join(',' + inner) + '\n' + ' '.repeat(indent * depth) + close;
 }
+
+/**
+ * A request tool as vLLM hands it to the template: ChatCompletionToolsParam.model_dump(), i.e. `type`
+ * (default "function"), then `function` with name, description and parameters (null when absent), then any
+ * extra keys the client sent (OpenAIBaseModel allows extras; model_dump puts them after declared fields).
+ * Builds that add a declared `strict` field would also print "strict": null; the ones we follow do not.
+ */
+export function vllmToolDump(tool: unknown): Record<string, unknown> {
+  if (typeof tool !== 'object' || tool === null || Array.isArray(tool)) throw new ChatTemplateError('each tool must be an object');
+  const t = tool as Record<string, unknown>;
+  const fn = t.function;
+  if (typeof fn !== 'object' || fn === null || Array.isArray(fn) || typeof (fn as Record<string, unknown>).name !== 'string') {
+    throw new ChatTemplateError('each tool needs a function with a string name');
+  }
+  const f = fn as Record<string, unknown>;
+  const dumpedFn: Record<string, unknown> = { name: f.name, description: f.description ?? null, parameters: f.parameters ?? null };
+  for (const [k, v] of Object.entries(f)) if (!(k in dumpedFn)) dumpedFn[k] = v;
+  const out: Record<string, unknown> = { type: t.type ?? 'function', function: dumpedFn };
+  for (const [k, v] of Object.entries(t)) if (!(k in out)) out[k] = v;
+  return out;
+}
+
+const LLAMA_TOOLS_PREAMBLE =
+  'Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n' +
+  'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.Do not use variables.\n\n';
 
 /** vLLM json.loads() the arguments string of an assistant tool call before rendering; a bad string stays a string. */
 function toolArguments(args: string | Record<string, unknown>): unknown {
@@ -134,7 +167,7 @@ function llamaTurn(message: ChatMessage): string {
  * Llama 3.1 Instruct: [system segment, one segment per remaining message, generation prompt].
  * The first segment holds <|begin_of_text|> and the whole system turn.
  */
-export function renderLlama31Segments(messages: readonly ChatMessage[]): string[] {
+export function renderLlama31Segments(messages: readonly ChatMessage[], tools: readonly unknown[] | null = null): string[] {
   const segments: string[] = [];
   let first = 0;
   let systemText = '';
@@ -142,7 +175,15 @@ export function renderLlama31Segments(messages: readonly ChatMessage[]): string[
     systemText = pythonStrip(contentText((messages[0] as ChatMessage).content));
     first = 1;
   }
-  segments.push(`<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n${LLAMA_SYSTEM_PREAMBLE}${systemText}<|eot_id|>`);
+  const environment = tools === null ? '' : 'Environment: ipython\n';
+  segments.push(`<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n${environment}${LLAMA_SYSTEM_PREAMBLE}${systemText}<|eot_id|>`);
+  if (tools !== null) {
+    if (first >= messages.length) throw new ChatTemplateError("Cannot put tools in the first user message when there's no first user message!");
+    let text = `<|start_header_id|>user<|end_header_id|>\n\n${LLAMA_TOOLS_PREAMBLE}`;
+    for (const tool of tools) text += `${pythonToJson(vllmToolDump(tool), 4)}\n\n`;
+    segments.push(`${text}${pythonStrip(contentText((messages[first] as ChatMessage).content))}<|eot_id|>`);
+    first++;
+  }
   for (let i = first; i < messages.length; i++) segments.push(llamaTurn(messages[i] as ChatMessage));
   segments.push(LLAMA_GENERATION_PROMPT);
   return segments;
@@ -159,16 +200,17 @@ export function renderChatmlSegments(messages: readonly ChatMessage[]): string[]
   return segments;
 }
 
-export function renderChatSegments(template: ChatTemplateName, messages: readonly ChatMessage[]): string[] {
+/** `tools`: the request's tools array, or null/undefined when it sent none (vLLM passes tools=None). */
+export function renderChatSegments(template: ChatTemplateName, messages: readonly ChatMessage[], tools: readonly unknown[] | null = null): string[] {
   switch (template) {
     case 'llama3.1':
-      return renderLlama31Segments(messages);
+      return renderLlama31Segments(messages, tools);
     case 'chatml':
       return renderChatmlSegments(messages);
   }
 }
 
 /** The whole prompt text, as vLLM hands it to the tokenizer (add_special_tokens=False). */
-export function renderChat(template: ChatTemplateName, messages: readonly ChatMessage[]): string {
-  return renderChatSegments(template, messages).join('');
+export function renderChat(template: ChatTemplateName, messages: readonly ChatMessage[], tools: readonly unknown[] | null = null): string {
+  return renderChatSegments(template, messages, tools).join('');
 }

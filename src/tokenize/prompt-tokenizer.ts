@@ -19,6 +19,8 @@ export interface TokenizeRequest {
   pool: PoolConfig;
   kind: 'chat' | 'completion';
   messages?: ChatMessage[];
+  /** The request's `tools` array when it sent one (changes the Llama 3.1 prompt). */
+  tools?: unknown[] | null;
   prompt?: string | number[];
   /** LoRA adapter name, or null for the base model: the block hashes' extra key. */
   adapter: string | null;
@@ -77,6 +79,7 @@ export class PromptTokenizer {
       blockSize: req.pool.block_size,
       kind: req.kind,
       messages: req.messages,
+      tools: req.tools ?? null,
       prompt: req.prompt,
       adapter: req.adapter,
     };

@@ -29,8 +29,9 @@ export function chatPromptTokens(
   template: ChatTemplateName,
   messages: readonly ChatMessage[],
   shouldStop: (() => boolean) | null = null,
+  tools: readonly unknown[] | null = null,
 ): Uint32Array {
-  const segments = renderChatSegments(template, messages);
+  const segments = renderChatSegments(template, messages, tools);
   return concatTokens(segments.map((s) => tokenizer.encodeWithSpecials(s, shouldStop)));
 }
 

@@ -17,7 +17,7 @@ const longSystem = `You are the support assistant for Acme. ${texts.join('\n')}`
 /** The uncached truth: tiktoken alone, the pure template, hashing the whole prompt from block 0. */
 function uncached(work: PromptWork): { tokens: number[]; hashes: number[] } {
   const tok = getTiktokenTokenizer(work.tokenizer);
-  const tokens = work.kind === 'chat' ? chatPromptTokens(tok, work.template, work.messages ?? []) : completionPromptTokens(tok, work.prompt ?? '');
+  const tokens = work.kind === 'chat' ? chatPromptTokens(tok, work.template, work.messages ?? [], null, work.tools ?? null) : completionPromptTokens(tok, work.prompt ?? '');
   return { tokens: Array.from(tokens), hashes: Array.from(blockHashes(tokens, work.blockSize, work.adapter)) };
 }
 
@@ -95,4 +95,15 @@ void test('the cache memory bound holds under many distinct prompts', () => {
   }
   assert.ok(peak <= capacity, `peak ${peak} > ${capacity}`);
   assert.ok(peak > capacity / 2, `the cache was used (${peak})`);
+});
+
+void test('requests with tools: cached == uncached, and tools change the prompt', () => {
+  const encoder = new CachedPromptEncoder(16 * 1024 * 1024);
+  const tools = [{ type: 'function', function: { name: 'lookup', description: 'Look a thing up', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
+  const messages: ChatMessage[] = [{ role: 'system', content: longSystem }, { role: 'user', content: 'Find the <|eot_id|> docs' }];
+  for (let round = 0; round < 2; round++) {
+    check(encoder, { ...chat(messages), tools }, `tools round ${round}`);
+    check(encoder, chat(messages), `no tools round ${round}`);
+  }
+  assert.notEqual(encoder.encode({ ...chat(messages), tools }).tokens.length, encoder.encode(chat(messages)).tokens.length);
 });

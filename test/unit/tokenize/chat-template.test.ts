@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { contentText, pythonStrip, pythonToJson, renderChat, renderChatSegments, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { contentText, pythonStrip, pythonToJson, renderChat, renderChatSegments, vllmToolDump, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
 
 const HEAD = '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n';
 const GEN = '<|start_header_id|>assistant<|end_header_id|>\n\n';
@@ -112,4 +112,29 @@ void test('malformed messages are a ChatTemplateError (a 400), never a crash', (
   }
   // Non-text parts and junk entries in a parts array are skipped: rejecting them is request validation's job.
   assert.equal(contentText([{ type: 'image_url' }, null, 'x', { type: 'text', text: 'ok' }] as unknown as ChatMessage['content']), 'ok');
+});
+
+// json.dumps(tool, ensure_ascii=False, indent=4) from Python 3, for the two tools below, as vLLM dumps them.
+const TOOL_JSON: string[] = ["{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": \"Get the weather, «now»\",\n        \"parameters\": {\n            \"type\": \"object\",\n            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\"\n                },\n                \"days\": {\n                    \"type\": \"integer\",\n                    \"enum\": [\n                        1,\n                        2\n                    ]\n                }\n            },\n            \"required\": [\n                \"city\"\n            ],\n            \"additionalProperties\": false\n        }\n    }\n}", "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"noop\",\n        \"description\": null,\n        \"parameters\": null,\n        \"strict\": true\n    }\n}"];
+
+void test('llama3.1 with request tools: ipython environment line and the tools-in-first-user-message turn', () => {
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', description: 'Get the weather, «now»', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', enum: [1, 2] } }, required: ['city'], additionalProperties: false } } },
+    { function: { name: 'noop', strict: true } },
+  ];
+  const out = renderChat('llama3.1', [{ role: 'system', content: 'Be terse.' }, { role: 'user', content: ' Weather in Oslo? ' }, { role: 'assistant', content: 'Calling.' }], tools);
+  assert.equal(
+    out,
+    '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nBe terse.<|eot_id|>' +
+      '<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n' +
+      'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.Do not use variables.\n\n' +
+      `${TOOL_JSON[0] as string}\n\n${TOOL_JSON[1] as string}\n\nWeather in Oslo?<|eot_id|>` +
+      `<|start_header_id|>assistant<|end_header_id|>\n\nCalling.<|eot_id|>${GEN}`,
+  );
+  assert.equal(renderChatSegments('llama3.1', [{ role: 'user', content: 'q' }], tools).length, 3);
+  assert.throws(() => renderChat('llama3.1', [{ role: 'system', content: 's' }], tools), { name: 'ChatTemplateError' });
+  assert.throws(() => vllmToolDump({ type: 'function' }), { name: 'ChatTemplateError' });
+  // An empty tools array is still "tools is not none".
+  assert.ok(renderChat('llama3.1', [{ role: 'user', content: 'q' }], []).includes('Environment: ipython\n'));
+  assert.equal(renderChat('chatml', [{ role: 'user', content: 'q' }], tools), renderChat('chatml', [{ role: 'user', content: 'q' }]));
 });
