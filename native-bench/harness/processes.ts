@@ -16,6 +16,20 @@ export interface Proc {
   stop(): Promise<void>;
 }
 
+/** Children still running; a Ctrl-C or SIGTERM of the bench sends each of them SIGTERM before exiting. */
+const live = new Set<ChildProcess>();
+let signalsHooked = false;
+function hookSignals(): void {
+  if (signalsHooked) return;
+  signalsHooked = true;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    for (const child of live) child.kill('SIGTERM');
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+}
+
 /** A loopback port that was free a moment ago (bind 0, read, close); fine for a bench, racy in general. */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -50,6 +64,9 @@ export function spawnLogged(o: SpawnOptions): Proc {
   const child = spawn(command, args, { cwd: o.cwd, env, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   if (child.pid === undefined) throw new Error(`${o.name}: spawn ${command} failed`);
+  hookSignals();
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   let exited = child.exitCode !== null;
   const exitedPromise = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve(); }));
   return {
