@@ -28,7 +28,7 @@ export interface ChatContentPart {
 export interface ChatToolCall {
   id?: string;
   type?: string;
-  function: { name: string; arguments: string | Record<string, unknown> };
+  function: { name: string; arguments?: string | Record<string, unknown> | null };
 }
 
 export interface ChatMessage {
@@ -138,13 +138,17 @@ const LLAMA_TOOLS_PREAMBLE =
   'Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n\n' +
   'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.Do not use variables.\n\n';
 
-/** vLLM json.loads() the arguments string of an assistant tool call before rendering; a bad string stays a string. */
-function toolArguments(args: string | Record<string, unknown>): unknown {
+/**
+ * vLLM's _postprocess_messages: an assistant tool call's arguments string is json.loads()-ed before the
+ * template sees it (a string that is not JSON is a 400 there); empty or missing arguments become {}.
+ */
+function toolArguments(args: string | Record<string, unknown> | null | undefined): unknown {
+  if (args === null || args === undefined || args === '') return {};
   if (typeof args !== 'string') return args;
   try {
     return JSON.parse(args) as unknown;
   } catch {
-    return args;
+    throw new ChatTemplateError('tool call arguments must be a JSON string');
   }
 }
 

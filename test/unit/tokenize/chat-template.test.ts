@@ -61,6 +61,8 @@ void test('llama3.1: tool call and tool result turns', () => {
       `<|start_header_id|>ipython<|end_header_id|>\n\n" 21°C, \\"sunny\\"\\n"<|eot_id|>${GEN}`,
   );
   assert.throws(() => renderChat('llama3.1', [{ role: 'assistant', tool_calls: [] }]), /single tool-calls/);
+  assert.ok(renderChat('llama3.1', [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '' } }] }]).includes('{"name": "f", "parameters": {}}'));
+  assert.throws(() => renderChat('llama3.1', [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '{bad' } }] }]), { name: 'ChatTemplateError' });
 });
 
 void test('llama3.1: segments are one per turn and join to the prompt', () => {
