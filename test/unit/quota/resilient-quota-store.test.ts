@@ -17,7 +17,7 @@ async function deadPort(): Promise<number> {
 }
 
 async function unreachableStore(t: { after: (fn: () => Promise<void>) => void }, opts: Partial<ResilientQuotaStoreOptions>): Promise<ResilientQuotaStore> {
-  const client = createRedisClient(`redis://127.0.0.1:${await deadPort()}`, { connectTimeoutMs: 200, commandTimeoutMs: 50 });
+  const client = createRedisClient(`redis://127.0.0.1:${await deadPort()}`, { connectTimeoutMs: 1000, commandTimeoutMs: 1000 });
   const store = new ResilientQuotaStore(new RedisQuotaStore(client, { keyPrefix: 'never', leaseTtlMs: 60_000 }), {
     failureMode: 'open', leaseTtlMs: 60_000, ...opts,
   });
@@ -31,7 +31,7 @@ void test('fail-open admits from a local share of 1/expectedGateways of the limi
   const store = await unreachableStore(t, { failureMode: 'open', expectedGateways: 3 });
   const t0 = performance.now();
   const d = await store.acquire(acme, 'r1', 100);
-  assert.ok(performance.now() - t0 < 20, 'no wait on a disconnected Redis');
+  assert.ok(performance.now() - t0 < 200, 'no wait on a disconnected Redis (a wait would be the 1 s timeouts)');
   assert.deepEqual(d, { ok: true, degraded: true, limitTokens: 300, remainingTokens: 200, resetSeconds: 4, limitRequests: 2, remainingRequests: 1 });
   assert.equal((await store.acquire(acme, 'r2', 100)).ok, true);
   const full = await store.acquire(acme, 'r3', 1);
