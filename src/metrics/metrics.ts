@@ -14,7 +14,7 @@ import { defineFamilies, type Families } from './families.ts';
 import { defineScrapeGauges, type MetricSources } from './scrape-gauges.ts';
 import { defineThreadMetrics, type ThreadMetrics } from './thread-metrics.ts';
 import { WorkerCollector } from './worker-collector.ts';
-import type { MetricsSnapshot } from './worker-metrics.ts';
+import { METRICS_CHANNEL_NAME, type MetricsSnapshot } from './worker-metrics.ts';
 
 export type RouteName = 'chat' | 'completions';
 export type AdmissionResult = 'admitted' | 'queued' | 'shed';
@@ -52,6 +52,11 @@ export interface GatewayMetricsOptions {
   workerCollectTimeoutMs?: number;
   /** Listen for worker snapshots on the metrics BroadcastChannel. Default true. */
   listenToWorkers?: boolean;
+  /**
+   * BroadcastChannel name shared with this gateway's workers. The default suits one gateway per process;
+   * tests that run several gateways in one process give each its own name so their workers do not mix.
+   */
+  workerChannel?: string;
 }
 
 /** prom-client gauges named *_total, which promtool rejects; removed at setup. Per-type twins without _total remain. */
@@ -61,6 +66,8 @@ const DROPPED_DEFAULT_METRICS = new Set([
 
 export class GatewayMetrics {
   readonly contentType: string;
+  /** Pass to workers (workerData) as WorkerMetricsOptions.channelName. */
+  readonly workerChannel: string;
   /** Shared with workers' definitions; the tokenizer pool client records inline tokenization here. */
   readonly thread: ThreadMetrics;
   private readonly register = new Registry();
@@ -99,7 +106,8 @@ export class GatewayMetrics {
     });
     collectDefaultMetrics({ register: this.defaultsRegister, prefix: 'gateway_' });
     for (const name of DROPPED_DEFAULT_METRICS) this.defaultsRegister.removeSingleMetric(name);
-    this.workers = new WorkerCollector(opts.listenToWorkers !== false, opts.workerCollectTimeoutMs ?? 50);
+    this.workerChannel = opts.workerChannel ?? METRICS_CHANNEL_NAME;
+    this.workers = new WorkerCollector(opts.listenToWorkers !== false, opts.workerCollectTimeoutMs ?? 50, this.workerChannel);
   }
 
   /** Re-reads pools, replicas, tenants and tenant_labels after a config reload. Existing series keep counting. */

@@ -16,9 +16,9 @@ export class WorkerCollector {
   private seq = 0;
   private pending: { seq: number; waiting: Set<string>; done: () => void } | null = null;
 
-  constructor(listen: boolean, timeoutMs: number) {
+  constructor(listen: boolean, timeoutMs: number, channelName = METRICS_CHANNEL_NAME) {
     this.timeoutMs = timeoutMs;
-    this.channel = listen ? new BroadcastChannel(METRICS_CHANNEL_NAME) : null;
+    this.channel = listen ? new BroadcastChannel(channelName) : null;
     if (this.channel) {
       this.channel.unref();
       this.channel.onmessage = (ev: unknown) => this.onMessage((ev as { data?: MetricsChannelMessage }).data);

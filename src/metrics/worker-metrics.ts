@@ -23,6 +23,8 @@ export interface WorkerMetricsOptions {
   workerId?: string;
   /** Unsolicited snapshot interval; 0 disables. Default 5,000 ms. */
   pushIntervalMs?: number;
+  /** The owning GatewayMetrics' `workerChannel` (pass it in workerData); default METRICS_CHANNEL_NAME. */
+  channelName?: string;
 }
 
 export class WorkerMetrics {
@@ -35,7 +37,7 @@ export class WorkerMetrics {
   constructor(opts: WorkerMetricsOptions = {}) {
     this.workerId = opts.workerId ?? `thread-${threadId}`;
     this.m = defineThreadMetrics(this.registry);
-    this.channel = new BroadcastChannel(METRICS_CHANNEL_NAME);
+    this.channel = new BroadcastChannel(opts.channelName ?? METRICS_CHANNEL_NAME);
     this.channel.unref();
     this.channel.onmessage = (ev: unknown) => {
       const msg = (ev as { data?: MetricsChannelMessage }).data;

@@ -11,11 +11,11 @@ const cfg = parseConfig({ pools: [{ id: '8b', model: 'm', replicas: [{ id: '8b-1
 const workerUrl = new URL('./metrics-worker.ts', import.meta.url);
 const tsxApi = import.meta.resolve('tsx/esm/api');
 
-async function startWorker(id: string): Promise<Worker> {
+async function startWorker(id: string, channelName?: string): Promise<Worker> {
   // A worker started from a .ts URL fails on Node 20 before tsx's hooks load (--import in execArgv does not
   // help), so a tiny eval bootstrap loads the entry through tsx's tsImport.
   const boot = `import(${JSON.stringify(tsxApi)}).then(({ tsImport }) => tsImport(${JSON.stringify(workerUrl.href)}, ${JSON.stringify(import.meta.url)}))`;
-  const w = new Worker(boot, { eval: true, workerData: { id } });
+  const w = new Worker(boot, { eval: true, workerData: { id, channelName } });
   await once(w, 'online');
   return w;
 }
@@ -28,8 +28,7 @@ async function record(w: Worker, tokenized: number, scraped: number): Promise<vo
 void test('render merges every worker thread registry into one page that promtool accepts', async (t) => {
   const m = new GatewayMetrics(cfg, { workerCollectTimeoutMs: 2000 });
   t.after(() => m.close());
-  const a = await startWorker('tokenizer-1');
-  const b = await startWorker('poller');
+  const [a, b] = await Promise.all([startWorker('tokenizer-1'), startWorker('poller')]);
   t.after(() => Promise.all([a.terminate(), b.terminate()]));
   await record(a, 3, 0);
   await record(b, 0, 5);
@@ -72,4 +71,19 @@ void test('a dead worker keeps its last counts and stops delaying scrapes', asyn
   }
   assert.ok(times.slice(0, 3).every((ms) => ms >= 250), `waited for the missing worker first: ${times.join(', ')}`);
   assert.ok(times.slice(3).every((ms) => ms < 250), `then stopped waiting: ${times.join(', ')}`);
+});
+
+void test('two gateways in one process keep their workers apart by channel name', async (t) => {
+  const a = new GatewayMetrics(cfg, { workerChannel: 'test:metrics:a', workerCollectTimeoutMs: 2000 });
+  const b = new GatewayMetrics(cfg, { workerChannel: 'test:metrics:b', workerCollectTimeoutMs: 2000 });
+  t.after(() => { a.close(); b.close(); });
+  const [wa, wb] = await Promise.all([startWorker('wa', a.workerChannel), startWorker('wb', b.workerChannel)]);
+  t.after(() => Promise.all([wa.terminate(), wb.terminate()]));
+  await record(wa, 2, 0);
+  await record(wb, 7, 0);
+  await Promise.all([a.render(), b.render()]);
+  const count = async (m: GatewayMetrics): Promise<number | undefined> =>
+    valueOf(parseExposition(await m.render()), 'gateway_tokenize_duration_seconds_count', { kind: 'pool' });
+  assert.equal(await count(a), 2);
+  assert.equal(await count(b), 7);
 });
