@@ -11,7 +11,7 @@ import { Router, createPolicy } from './router/route.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
 import { ModelCatalog } from './pipeline/model-catalog.ts';
-import type { LogStage, Services, TokenizeStage } from './pipeline/services.ts';
+import type { LogStage, Services } from './pipeline/services.ts';
 import { GatewayServer } from './server/app.ts';
 import { uwsIsNative } from './server/uws.ts';
 import { GatewayMetrics } from './metrics/metrics.ts';
@@ -66,7 +66,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     catalog: new ModelCatalog(c),
     auth: new Authenticator(c.tenants, env),
     quota,
-    tokenizer: tokenizer as TokenizeStage,
+    tokenizer,
     registry,
     router: new Router(createPolicy(c.routing), registry),
     upstream,

@@ -89,7 +89,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   try {
     tokens = await svc.tokenizer.tokenize(
       parsed.messages !== null
-        ? { pool, kind: 'chat', messages: parsed.messages, adapter: target.adapter }
+        ? { pool, kind: 'chat', messages: parsed.messages, tools: parsed.tools, adapter: target.adapter }
         : { pool, kind: 'completion', prompt: parsed.prompt!, adapter: target.adapter },
       ctx.abort.signal,
     );

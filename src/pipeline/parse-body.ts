@@ -21,6 +21,8 @@ export interface ParsedBody {
   maxTokens: number | null;
   n: number;
   messages: ChatMessageIn[] | null;
+  /** The request's tools (they change the Llama 3.1 prompt), or null. */
+  tools: unknown[] | null;
   prompt: string | number[] | null;
 }
 
@@ -88,7 +90,9 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
         return invalid(`messages[${i}].content`, 'content must be a string or an array of text parts');
       }
     }
-    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], prompt: null };
+    const tools = body.tools;
+    if (tools !== undefined && tools !== null && !Array.isArray(tools)) return invalid('tools', 'tools must be an array');
+    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], tools: (tools as unknown[] | undefined) ?? null, prompt: null };
   }
   let prompt = body.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];
@@ -99,7 +103,7 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
   } else {
     return invalid('prompt', 'prompt must be a string, an array with one string, or an array of token ids');
   }
-  return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, prompt: prompt as string | number[] };
+  return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, tools: null, prompt: prompt as string | number[] };
 }
 
 /** The body sent to the replica. */

@@ -23,7 +23,7 @@ export interface AuthStage {
 
 export interface TokenizeStage {
   tokenize(
-    req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; prompt?: string | number[]; adapter: string | null },
+    req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; tools?: unknown[] | null; prompt?: string | number[]; adapter: string | null },
     signal?: AbortSignal,
   ): Promise<{ promptTokens: number; blockHashes: Float64Array }>;
 }

@@ -48,6 +48,8 @@ export class SseRelay {
    * until sink.onDrain fires). The caller wraps the call in sink.cork().
    */
   push(chunk: Buffer): boolean {
+    // After [DONE] or an upstream error event nothing more is relayed (the stream is over for the client).
+    if (this.sawDone || this.upstreamError !== null) return false;
     let buf = chunk;
     if (this.pending !== null) {
       buf = Buffer.concat([this.pending, chunk]);

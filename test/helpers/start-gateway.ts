@@ -121,11 +121,11 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 2000, stepMs = 10): Promise<T> {
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 2000, stepMs = 10): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
-    if (v) return v;
+    if (v) return v as NonNullable<T>;
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
