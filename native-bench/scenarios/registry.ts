@@ -118,11 +118,11 @@ async function startServersChild(): Promise<{ child: ChildProcess; ports: number
   return { child, ports };
 }
 
-async function pollerCpu(ports: number[], intervalMs: number, seconds: number, rounds: number): Promise<{
+async function pollerCpu(ports: number[], intervalMs: number, seconds: number, rounds: number, healthEvery: number): Promise<{
   idlePct: number; activePct: number; scrapesPerSecond: number; cpuMicrosPerScrape: number;
 }> {
   const table = new SharedArrayBuffer(REPLICAS * ROW_STRIDE_BYTES);
-  const settings = { scrapeIntervalMs: intervalMs, scrapeTimeoutMs: 1000, downAfterFailures: 2 };
+  const settings = { scrapeIntervalMs: intervalMs, scrapeTimeoutMs: 1000, downAfterFailures: 2, healthEveryScrapes: healthEvery };
   const idle: number[] = [];
   const active: number[] = [];
   const perScrape: number[] = [];
@@ -173,6 +173,7 @@ const registry: BenchScenario = async (args) => {
       seconds: { type: 'string', default: '5' },
       'poller-rounds': { type: 'string', default: '2' },
       'reads-only': { type: 'boolean', default: false },
+      'health-every': { type: 'string', default: '1' },
     },
   });
   const read = readCost(Number(values.decisions), Number(values.rounds));
@@ -183,7 +184,7 @@ const registry: BenchScenario = async (args) => {
   const { child, ports } = await startServersChild();
   let poll;
   try {
-    poll = await pollerCpu(ports, Number(values['interval-ms']), Number(values.seconds), Number(values['poller-rounds']));
+    poll = await pollerCpu(ports, Number(values['interval-ms']), Number(values.seconds), Number(values['poller-rounds']), Number(values['health-every']));
   } finally {
     child.kill('SIGTERM');
   }
@@ -198,7 +199,7 @@ const registry: BenchScenario = async (args) => {
       [`poller thread CPU %, idle (noise floor)`, poll.idlePct.toFixed(2), '', '', ''],
       [`poller thread CPU %, ${REPLICAS} replicas every ${intervalMs} ms (${poll.scrapesPerSecond.toFixed(0)} scrapes/s of ${targetRate})`,
         poll.activePct.toFixed(2), '', '', ''],
-      [`poller CPU µs per scrape (/metrics + /health)`, poll.cpuMicrosPerScrape.toFixed(0), '', '', ''],
+      [`poller CPU µs per scrape (/metrics${values['health-every'] === '1' ? ' + /health' : `, /health every ${values['health-every']}th`})`, poll.cpuMicrosPerScrape.toFixed(0), '', '', ''],
       [`of which parsing (CPU µs; last column = share)`, parseMicros.toFixed(1), '', '', (parseMicros / poll.cpuMicrosPerScrape).toFixed(2)],
     ],
     notes: [

@@ -51,6 +51,8 @@ interface Target {
   host: string;
   port: number;
   scrape: Scrape | null;
+  scrapesStarted: number;
+  lastHealthStatus: number;
 }
 
 export class ReplicaPoller {
@@ -149,6 +151,8 @@ export class ReplicaPoller {
       host: parsedUrl.hostname,
       port: Number(parsedUrl.port || (parsedUrl.protocol === 'https:' ? 443 : 80)),
       scrape: null,
+      scrapesStarted: 0,
+      lastHealthStatus: 0,
     };
     // Scrape a new replica at once rather than up to one interval later: it enters rotation sooner.
     this.startScrape(this.targets[slot]!, Date.now());
@@ -171,8 +175,14 @@ export class ReplicaPoller {
   private startScrape(t: Target, nowMs: number): void {
     const s = new Scrape(t.tracker, nowMs);
     t.scrape = s;
+    const healthEvery = this.settings.healthEveryScrapes ?? 1;
+    if (healthEvery > 1 && t.scrapesStarted++ % healthEvery !== 0) {
+      s.pending = 1;
+      s.healthStatus = t.lastHealthStatus; // not asked this time: the last answer stands
+    } else {
+      s.healthReq = this.get(t, '/health', s, false);
+    }
     s.metricsReq = this.get(t, '/metrics', s, true);
-    s.healthReq = this.get(t, '/health', s, false);
   }
 
   private get(t: Target, path: string, s: Scrape, keepBody: boolean): ClientRequest {
@@ -231,6 +241,7 @@ export class ReplicaPoller {
     if (s.reported || s.cancelled) return;
     s.reported = true;
     if (t.scrape === s) t.scrape = null;
+    if (s.healthReq !== null) t.lastHealthStatus = s.healthStatus;
     const tracker = s.tracker;
     // The slot may have been reassigned while this scrape was in flight: its result belongs to nobody.
     if (this.targets[tracker.slot]?.tracker !== tracker) return;

@@ -6,6 +6,9 @@ export interface PollerSettings {
   scrapeIntervalMs: number;
   scrapeTimeoutMs: number;
   downAfterFailures: number;
+  /** GET /health on every Nth scrape only (1 = every scrape, the default). Not in the config schema: a knob
+   * for the benchmark, which measures what /health costs (half the poller's HTTP work). */
+  healthEveryScrapes?: number;
 }
 
 export interface PollerWorkerData {

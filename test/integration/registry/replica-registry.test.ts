@@ -181,3 +181,20 @@ void test('a replica that never answers is not in rotation, and start() does not
   assert.equal(reg.isHealthy(slot), false);
   await waitFor(() => reg.table.state(slot) === ROW_STATE.DOWN, 10 * INTERVAL_MS, 'down');
 });
+
+void test('a crashed poller thread is restarted and adopts its rows: same generation, still healthy, figures fresh again', async (t) => {
+  const { servers, reg, logs } = await setup(t, 1);
+  const slot = reg.slotOf('r0');
+  const generation = reg.table.generation(slot);
+  const restarts: number[] = [];
+  reg.onRestart((s) => restarts.push(s));
+  await reg['worker']!.terminate(); // what an uncaught exception in the poller thread amounts to
+  await waitFor(() => logs.some((l) => l.level === 'error' && l.message.includes('poller thread exited')), 2000, 'the crash to be logged');
+  const crashedAt = Date.now();
+  servers[0]!.knobs.running = 9;
+  const row = new ReplicaRow();
+  await waitFor(() => reg.table.read(slot, row) && row.running === 9 && row.lastGoodScrapeMs > crashedAt, 15000, 'a new poller to scrape again');
+  assert.equal(reg.table.generation(slot), generation, 'adopted, not reassigned');
+  assert.ok(reg.isHealthy(slot));
+  assert.deepEqual(restarts, []);
+});
