@@ -18,6 +18,8 @@ export const UPSTREAM_ERROR_KINDS = ['connect', 'reset', 'status_5xx', 'status_4
 export const CANCEL_PHASES = ['queued', 'upstream_wait', 'streaming'] as const;
 /** A retry is labelled by the failure kind that caused it, or by the error code it would have returned. */
 const RETRY_KINDS = new Set<string>([...UPSTREAM_ERROR_KINDS, ...Object.keys(ERROR_CODES)]);
+/** The design's TTFT SLA covers prompts up to this many tokens; longer prompts are labelled prompt="long". */
+export const SLA_PROMPT_TOKENS = 4000;
 /** Routing policy names are free strings from plugins; more than this many distinct ones is a bug. */
 const MAX_POLICY_LABELS = 16;
 /** Lazily cached (status, code) and retry-kind children per slot; beyond this, children are not cached. */
@@ -26,6 +28,7 @@ const MAX_CACHED_PER_SLOT = 64;
 /** Children for one (route, pool) pair. */
 interface RouteSlot {
   readonly requests: Map<number, Map<string, Incrementer>>;
+  /** [tier slot * 2 + (long prompt ? 1 : 0)]. */
   readonly ttftByTier: Observer[];
   readonly duration: Observer;
   readonly cancellations: Incrementer;
@@ -70,7 +73,7 @@ export class Binding {
       for (const pool of this.pools.values) {
         this.routeSlots.push({
           requests: new Map(),
-          ttftByTier: tierLabels.map((tier) => f.ttft.labels(route, pool, tier)),
+          ttftByTier: tierLabels.flatMap((tier) => [f.ttft.labels(route, pool, tier, 'short'), f.ttft.labels(route, pool, tier, 'long')]),
           duration: f.duration.labels(route, pool),
           cancellations: f.cancellations.labels(route, pool),
         });
@@ -107,8 +110,10 @@ export class Binding {
     return this.routeSlots[routeIndex * this.pools.values.length + poolIndex]!;
   }
 
-  tierIndex(tenant: string | null): number {
-    return (tenant === null ? undefined : this.tierOfTenant.get(tenant)) ?? TIERS.length;
+  /** The TTFT child for this tenant's tier and this prompt size. */
+  ttft(slot: RouteSlot, tenant: string | null, inputTokens: number): Observer {
+    const tier = (tenant === null ? undefined : this.tierOfTenant.get(tenant)) ?? TIERS.length;
+    return slot.ttftByTier[tier * 2 + (inputTokens > SLA_PROMPT_TOKENS ? 1 : 0)]!;
   }
 
   requestChild(routeIndex: number, poolIndex: number, status: number, code: string | null): Incrementer {

@@ -123,7 +123,7 @@ export class GatewayMetrics {
     const ps = b.poolSlots[poolIndex]!;
     b.requestChild(routeIndex, poolIndex, o.status, o.code).inc();
     rs.duration.observe(o.durationSeconds);
-    if (o.ttftSeconds !== null) rs.ttftByTier[b.tierIndex(o.tenant)]!.observe(o.ttftSeconds);
+    if (o.ttftSeconds !== null) b.ttft(rs, o.tenant, o.inputTokens).observe(o.ttftSeconds);
     if (o.tpotSeconds !== null) ps.tpot.observe(o.tpotSeconds);
     // Queue time is waiting for GPU capacity, like upstream time: the design's 10 ms budget excludes both.
     const overheadSeconds = o.durationSeconds - o.upstreamSeconds - o.queueSeconds;

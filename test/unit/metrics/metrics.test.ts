@@ -143,3 +143,13 @@ void test('a throwing gauge source empties that gauge and the rest of the page i
   assert.equal(valueOf(s, 'gateway_replica_up', { replica: '8b-1' }), undefined);
   assert.equal(valueOf(s, 'gateway_tokenizer_queue_depth'), 4);
 });
+
+void test('ttft separates prompts inside the sla scope (up to 4,000 tokens) from longer ones', async (t) => {
+  const m = new GatewayMetrics(metricsTestConfig());
+  t.after(() => m.close());
+  m.requestEnded({ ...base, inputTokens: 4000, ttftSeconds: 0.2 });
+  m.requestEnded({ ...base, inputTokens: 4001, ttftSeconds: 1.5 });
+  const s = parseExposition(await m.render());
+  assert.equal(valueOf(s, 'gateway_ttft_seconds_count', { route: 'chat', pool: '8b', tier: 'premium', prompt: 'short' }), 1);
+  assert.equal(valueOf(s, 'gateway_ttft_seconds_sum', { route: 'chat', pool: '8b', tier: 'premium', prompt: 'long' }), 1.5);
+});
