@@ -2,7 +2,8 @@
 // a replica, and how does it compare with a tuned nginx in front of the same replicas?
 // Targets: direct (client round-robins over the mocks), gateway (round-robin policy, memory quota), floor (the
 // gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for a purpose-built
-// HTTP/1.1 client), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming JSON, concurrency 32.
+// HTTP/1.1 client), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
+// JSON, at concurrency 32 (and any others listed: `--concurrency 32,1` adds an unloaded-latency pass).
 // Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
 // figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
 // Thread: bench main thread (the load generator); every target and each mock replica is its own process.
@@ -46,7 +47,7 @@ const relay: BenchScenario = async (args) => {
   });
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);
-  const concurrency = Number(values.concurrency);
+  const concurrencies = values.concurrency.split(',').map(Number).filter((c) => c > 0);
   const maxTokens = Number(values['max-tokens']);
   const wanted = values.targets.split(',');
   const modes = values.modes.split(',').filter((m) => m === 'stream' || m === 'json');
@@ -100,18 +101,22 @@ const relay: BenchScenario = async (args) => {
     for (const mode of modes) {
       const stream = mode === 'stream';
       const body = chatBody({ model: MODEL, maxTokens, stream });
-      const outcome = await runRounds(targets, baseline, rounds, (t) => ({
-        path: '/v1/chat/completions',
-        body,
-        headers: { authorization: `Bearer ${API_KEY}` },
-        stream,
-        concurrency,
-        requests,
-        maxDurationMs: Number(values['max-seconds']) * 1000,
-        cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
-      }), mode);
-      runs[mode] = outcome.runs;
-      noise[mode] = outcome.noise;
+      for (const concurrency of concurrencies) {
+        const label = concurrencies.length > 1 ? `${mode} c=${concurrency}` : mode;
+        const outcome = await runRounds(targets, baseline, rounds, (t) => ({
+          path: '/v1/chat/completions',
+          body,
+          headers: { authorization: `Bearer ${API_KEY}` },
+          stream,
+          concurrency,
+          // An unloaded pass needs fewer requests for stable percentiles than a loaded one gets in the same time.
+          requests: concurrency < 8 ? Math.min(requests, 1000) : requests,
+          maxDurationMs: Number(values['max-seconds']) * 1000,
+          cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
+        }), label);
+        runs[label] = outcome.runs;
+        noise[label] = outcome.noise;
+      }
     }
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
@@ -153,7 +158,7 @@ const relay: BenchScenario = async (args) => {
   }
   for (const [mode, n] of Object.entries(noise)) notes.push(`noise floor (${mode}): ${noiseTarget} run twice, req/s differ by ${fmt(100 * n, 1)}%`);
   notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
-    + `concurrency ${concurrency}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
+    + `concurrency ${concurrencies.join(' and ')}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
   notes.push(values.pin ? 'pinned: proxy on CPU 1, mocks on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
   notes.push('proxy req/s per core = 1e6 / proxy CPU µs per request: the ceiling of a proxy on one core, independent of '
@@ -164,7 +169,7 @@ const relay: BenchScenario = async (args) => {
       + profileSummary.byFrame.slice(0, 10).map((f) => `${f.frame} ${fmt(f.selfPct, 1)}%`).join('; '));
   }
   return {
-    title: 'Relay: direct vs gateway vs nginx, concurrency ' + concurrency,
+    title: `Relay: direct vs gateway vs nginx, concurrency ${concurrencies.join(' and ')}`,
     columns,
     rows,
     notes,
