@@ -53,6 +53,6 @@ export class Router {
     const slot = this.policy.pick(req, pool, fleet);
     if (slot < 0) return { ok: false, reason: 'no_healthy_replica' };
     const id = fleet.replica(slot).id;
-    return { ok: true, slot, replicaId: id, header: `replica=${id}; policy=${this.policy.name}${this.policy.describe(slot, req, fleet)}` };
+    return { ok: true, slot, replicaId: id, header: `replica=${id}; policy=${this.policy.name}; prompt_tokens=${req.promptTokens}; blocks=${req.blockHashes.length}${this.policy.describe(slot, req, fleet)}` };
   }
 }
