@@ -1,0 +1,176 @@
+// Graceful shutdown of the real gateway process: `node --import tsx src/main.ts --config FILE` with a JSONL
+// usage sink from USAGE_JSONL, in front of two mock replicas running in this test process. Several streams
+// are in flight (the replicas are slowed so each takes about a second) when SIGTERM arrives: the port stops
+// accepting, a request on an already open connection is answered 503 shutting_down, /readyz turns 503, the
+// in-flight streams finish cleanly with [DONE], the process exits 0 and the JSONL file holds exactly one
+// usage record per completed request.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
+import { waitFor } from '../../helpers/start-gateway.ts';
+import { openStream, type OpenStream } from '../mock-replica/http-client.ts';
+import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+
+const KEY = 'sk-shutdown-test';
+const MODEL = 'llama-3.1-8b-instruct';
+const STREAMS = 4;
+const TOKENS_PER_STREAM = 10;
+const DELAY_PER_TOKEN_MS = 100; // ~1 s per stream
+const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
+
+const dir = mkdtempSync(join(tmpdir(), 'expediter-shutdown-'));
+const replicas: MockReplica[] = [];
+let child: ChildProcess | null = null;
+
+after(async () => {
+  if (child !== null && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await Promise.all(replicas.map((r) => r.close()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** GET over a given agent, resolving with status and body (no fetch: it hides which socket is used). */
+function get(url: string, agent: Agent): Promise<{ status: number; body: string; reusedSocket: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, reusedSocket: req.reusedSocket }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function post(url: string, agent: Agent, body: unknown, headers: Record<string, string>): Promise<{ status: number; body: string; headers: Record<string, unknown>; reusedSocket: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent, method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, headers: res.headers, reusedSocket: req.reusedSocket }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+/** Resolves with the error code of a fresh TCP connection attempt, or 'connected'. */
+function tryConnect(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = connect(port, '127.0.0.1');
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve('connected');
+    });
+    sock.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and loses no usage record', async () => {
+  for (let i = 0; i < 2; i++) {
+    const r = await startMockReplica({ profile: 'tiny', model: MODEL });
+    replicas.push(r);
+    const res = await fetch(`${r.url}/_mock/faults`, { method: 'POST', body: JSON.stringify({ mode: 'slow', delay_ms: DELAY_PER_TOKEN_MS }) });
+    assert.equal(res.status, 200);
+  }
+  const usagePath = join(dir, 'usage.jsonl');
+  const configPath = join(dir, 'gateway.yaml');
+  // JSON is YAML: the loader reads it like any YAML file.
+  writeFileSync(configPath, JSON.stringify({
+    server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 8000 },
+    registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 2 },
+    pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], max_context_tokens: 2048, default_max_tokens: 64,
+      replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],
+    tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],
+  }, null, 2));
+
+  const proc = spawn(process.execPath, ['--import', 'tsx', MAIN, '--config', configPath], {
+    cwd: new URL('../../../', import.meta.url).pathname,
+    env: { ...process.env, USAGE_JSONL: usagePath, LOG_LEVEL: 'info', PORT: '', GATEWAY_CONFIG: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child = proc;
+  let stdout = '';
+  let stderr = '';
+  proc.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+
+  const port = await waitFor(() => {
+    for (const line of stdout.split('\n')) {
+      if (!line.includes('gateway listening')) continue;
+      const p = (JSON.parse(line) as { port?: number }).port;
+      if (p) return p;
+    }
+    if (proc.exitCode !== null) throw new Error(`gateway exited early (${proc.exitCode}): ${stderr}`);
+    return 0;
+  }, 20_000, 50);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000, 50);
+
+  // A kept-alive connection opened before the signal: the only way to reach a gateway whose port is closed.
+  const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
+  assert.equal((await get(`${url}/healthz`, keepAlive)).status, 200);
+
+  const auth = { authorization: `Bearer ${KEY}` };
+  const streams: OpenStream[] = [];
+  for (let i = 0; i < STREAMS; i++) {
+    streams.push(openStream(url, '/v1/chat/completions', { model: 'gpt-fast', messages: [{ role: 'user', content: `story ${i}` }], max_tokens: TOKENS_PER_STREAM, ignore_eos: true, stream: true },
+      { ...auth, 'x-request-id': `drain-${i}` }));
+  }
+  await Promise.all(streams.map((s) => s.waitFrames(2))); // every stream is past its first token
+  const signalledAt = performance.now();
+  proc.kill('SIGTERM');
+
+  // New connections are refused once the listen socket is closed.
+  assert.equal(await waitFor(async () => ((await tryConnect(port)) === 'ECONNREFUSED' ? 'ECONNREFUSED' : ''), 2000, 10), 'ECONNREFUSED');
+
+  // On the open connection: not ready, and new completions are turned away with 503 + Retry-After.
+  const ready = await get(`${url}/readyz`, keepAlive);
+  assert.equal(ready.reusedSocket, true, 'the kept-alive socket was used');
+  assert.equal(ready.status, 503, '/readyz turns 503 while draining');
+  const refused = await post(`${url}/v1/chat/completions`, keepAlive, { model: 'gpt-fast', messages: [{ role: 'user', content: 'late' }], max_tokens: 2 }, { ...auth, 'x-request-id': 'too-late' });
+  assert.equal(refused.status, 503);
+  assert.equal((JSON.parse(refused.body) as { error: { code: string } }).error.code, 'shutting_down');
+  assert.ok(Number(refused.headers['retry-after']) >= 1);
+  const stillStreaming = streams.filter((s) => !s.text().endsWith('data: [DONE]\n\n')).length;
+  assert.ok(stillStreaming > 0, 'the checks above ran while streams were still in flight');
+  keepAlive.destroy();
+
+  for (const [i, s] of streams.entries()) {
+    const { outcome, text } = await s.done;
+    assert.equal(outcome, 'end', `stream ${i} ended cleanly`);
+    assert.equal((await s.head).statusCode, 200);
+    assert.ok(text.endsWith('data: [DONE]\n\n'), `stream ${i} finished with [DONE]: ${text.slice(-200)}`);
+    assert.ok(!text.includes('"error"'), `stream ${i} has no error event`);
+    const content = s.frames().filter((f) => f.includes('"content"') && !f.includes('"role"'));
+    assert.equal(content.length, TOKENS_PER_STREAM, `stream ${i} got every token`);
+  }
+
+  const { code, signal } = await exited;
+  assert.equal(signal, null);
+  assert.equal(code, 0, `exit code (stderr: ${stderr.slice(-500)})`);
+  const drainMs = performance.now() - signalledAt;
+  assert.ok(drainMs < 8000, `drained in ${drainMs.toFixed(0)} ms, within the grace period`);
+
+  assert.ok(existsSync(usagePath));
+  const records = readFileSync(usagePath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord);
+  const ids = records.map((r) => r.request_id).sort();
+  assert.deepEqual(ids.filter((id) => id.startsWith('drain-')), streams.map((_, i) => `drain-${i}`), 'one record per drained stream, none lost or doubled');
+  for (const r of records.filter((x) => x.request_id.startsWith('drain-'))) {
+    assert.equal(r.status, 200);
+    assert.equal(r.cancelled, false);
+    assert.equal(r.output_tokens, TOKENS_PER_STREAM);
+    assert.equal(r.finish_reason, 'length');
+    assert.equal(r.tenant, 'alpha');
+  }
+  assert.match(stdout, /draining/, 'the gateway logged its drain');
+});
