@@ -3,7 +3,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ProfileName } from './engine/types.ts';
-import { PROFILE_NAMES, type MockOptions } from './options.ts';
+import { DEFAULT_MODEL, PROFILE_NAMES, type MockOptions } from './options.ts';
 
 const USAGE = `usage: npm run mock -- [--port N] [--host H] [--model NAME] [--profile ${PROFILE_NAMES.join('|')}]
   [--num-gpu-blocks N] [--block-size 16] [--max-num-seqs N] [--max-num-batched-tokens N] [--max-loras N]
@@ -90,7 +90,7 @@ async function main(): Promise<void> {
     console.error(`mock: cannot start: ${(err as Error).message}`);
     process.exit(1);
   });
-  console.log(`mock vLLM replica listening on ${replica.url} (model ${opts.model ?? 'default'}, profile ${opts.profile}, pid ${process.pid})`);
+  console.log(`mock vLLM replica listening on ${replica.url} (model ${opts.model ?? DEFAULT_MODEL}, profile ${opts.profile}, pid ${process.pid})`);
   let closing = false;
   const stop = (): void => {
     if (closing) return;
