@@ -9,6 +9,7 @@ import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { ModelCatalog } from './model-catalog.ts';
 import type { ChatMessageIn } from './parse-body.ts';
 import type { PoolConfig } from '../config/schema.ts';
+import type { CancelPhase, QuotaResult, RequestOutcome, UpstreamErrorKind } from '../metrics/metrics.ts';
 
 export interface TenantIdentity {
   readonly name: string;
@@ -34,34 +35,14 @@ export interface RegistryStage extends FleetView {
   reportDataPlaneSuccess(slot: number): void;
 }
 
-/** The pipeline's end-of-request summary, handed to metrics. */
-export interface RequestOutcome {
-  route: 'chat' | 'completions';
-  pool: string | null;
-  tenant: string | null;
-  status: number;
-  code: string | null;
-  stream: boolean;
-  ttftSeconds: number | null;
-  durationSeconds: number;
-  upstreamSeconds: number;
-  queueSeconds: number;
-  inputTokens: number;
-  outputTokens: number;
-  cachedTokens: number;
-  predictedCachedTokens: number | null;
-  retries: number;
-  cancelled: boolean;
-  tpotSeconds: number | null;
-}
-
+/** What the pipeline records; GatewayMetrics (src/metrics/metrics.ts) implements it and owns the types. */
 export interface MetricsStage {
   requestEnded(o: RequestOutcome): void;
-  quota(result: 'ok' | 'rate_limit_exceeded' | 'concurrency_limit_exceeded' | 'quota_unavailable' | 'degraded'): void;
+  quota(result: QuotaResult): void;
   routed(policy: string, replica: string): void;
   retry(pool: string, kind: string): void;
-  upstreamError(kind: 'connect' | 'reset' | 'status_5xx' | 'status_4xx' | 'first_token_timeout' | 'mid_stream'): void;
-  cancelled(phase: 'queued' | 'upstream_wait' | 'streaming', latencySeconds: number): void;
+  upstreamError(kind: UpstreamErrorKind): void;
+  cancelled(phase: CancelPhase, latencySeconds: number): void;
 }
 
 export interface LogStage {
