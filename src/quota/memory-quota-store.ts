@@ -1,7 +1,8 @@
 // In-process QuotaStore with the Redis backend's semantics, line for line (scripts/token-bucket.lua and
 // scripts/settle.lua): the demo's default when no Redis is configured, and the fail-open local bucket.
 // Thread: main. Hot path: acquire and settle are synchronous Map work wrapped in a resolved promise; the
-// lease prune walks the tenant's leases (at most max_inflight entries, ~1 us at 256).
+// lease prune walks the tenant's leases (at most max_inflight entries, ~1 us at 256). Live leases are
+// renewed every lease_ttl/3 like the Redis store's (renewLive).
 // Clock: injectable (tests); the default is a monotonic wall clock (timeOrigin + performance.now()), the
 // in-process analogue of Redis TIME: one clock for every caller of this store.
 import { performance } from 'node:perf_hooks';
@@ -15,6 +16,8 @@ export interface MemoryQuotaStoreOptions {
   leaseTtlMs: number;
   /** Milliseconds since the epoch; injected by tests. */
   clock?: () => number;
+  /** Renew this store's live leases every leaseTtlMs / 3 (at most every 250 ms) (default true). */
+  renewLeases?: boolean;
   /** Marks admissions as degraded (set when this store stands in for an unreachable Redis). */
   degraded?: boolean;
 }
@@ -40,11 +43,35 @@ export class MemoryQuotaStore implements QuotaStore {
   private readonly leaseTtlMs: number;
   private readonly clock: () => number;
   private readonly degraded: boolean;
+  private readonly renewTimer: NodeJS.Timeout | null;
 
   constructor(opts: MemoryQuotaStoreOptions) {
     this.leaseTtlMs = opts.leaseTtlMs;
     this.clock = opts.clock ?? monotonicNow;
     this.degraded = opts.degraded ?? false;
+    if (opts.renewLeases === false) {
+      this.renewTimer = null;
+    } else {
+      // Every lease here belongs to this process, so all live ones are renewed (as the Redis store renews
+      // its own): only a request the pipeline forgets to settle loses its lease, one TTL after the last renew.
+      this.renewTimer = setInterval(() => this.renewLive(), Math.max(250, Math.floor(this.leaseTtlMs / 3)));
+      this.renewTimer.unref();
+    }
+  }
+
+  /** Extends every live lease to now + TTL (mirrors scripts/renew.lua); returns how many. */
+  renewLive(): number {
+    const now = this.clock();
+    let renewed = 0;
+    for (const st of this.tenants.values()) {
+      for (const [id, expiry] of st.leases) {
+        if (expiry > now) {
+          st.leases.set(id, now + this.leaseTtlMs);
+          renewed++;
+        }
+      }
+    }
+    return renewed;
   }
 
   acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
@@ -127,6 +154,7 @@ export class MemoryQuotaStore implements QuotaStore {
   }
 
   close(): Promise<void> {
+    if (this.renewTimer !== null) clearInterval(this.renewTimer);
     this.tenants.clear();
     return Promise.resolve();
   }

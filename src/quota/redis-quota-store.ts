@@ -3,6 +3,8 @@
 // round trip each; the argument arrays are the only per-call allocation besides ioredis's own.
 // Clock: Redis TIME inside the scripts (ARGV now_ms = ''), so gateways with skewed clocks share one bucket
 // consistently. `clock` injects now_ms instead; tests use it to drive both backends through one timeline.
+// Leases this process holds are renewed every lease_ttl/3 (one EVALSHA per tenant, scripts/renew.lua), so
+// a stream may outlive the TTL; a crashed process stops renewing and its leases expire one TTL later.
 // Failures (timeouts, disconnects) reject: resilient-quota-store.ts decides what they mean.
 import { readFileSync } from 'node:fs';
 import { assertCost, DEFAULT_LEASE_DURATION_MS, toDecision } from './decision.ts';
@@ -12,6 +14,9 @@ import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
 
 const ACQUIRE_LUA = readFileSync(new URL('./scripts/token-bucket.lua', import.meta.url), 'utf8');
 const SETTLE_LUA = readFileSync(new URL('./scripts/settle.lua', import.meta.url), 'utf8');
+const RENEW_LUA = readFileSync(new URL('./scripts/renew.lua', import.meta.url), 'utf8');
+/** Ids per renew call: bounds one script's run time inside Redis. */
+const RENEW_BATCH = 500;
 
 export interface RedisQuotaStoreOptions {
   /** First segment of every key (quota.key_prefix); tests use a unique one each. */
@@ -20,6 +25,8 @@ export interface RedisQuotaStoreOptions {
   leaseTtlMs: number;
   /** Tests only: milliseconds since the epoch passed as now_ms instead of Redis TIME. */
   clock?: () => number;
+  /** Renew this process's live leases every leaseTtlMs / 3 (at most every 250 ms) (default true; false: only renewLive()). */
+  renewLeases?: boolean;
   /** One socket write per event-loop turn instead of per command (default true; see writeCoalescer). */
   coalesceWrites?: boolean;
   /** close() leaves the client open (default false: the store owns it). */
@@ -38,7 +45,12 @@ export class RedisQuotaStore implements QuotaStore {
   private readonly sharedClient: boolean;
   private readonly runAcquire: ScriptRunner;
   private readonly runSettle: ScriptRunner;
+  private readonly runRenew: ScriptRunner;
   private readonly beforeWrite: () => void;
+  /** Leases this process took and has not settled: request id -> tenant (what the renew timer extends). */
+  private readonly live = new Map<string, TenantLimits>();
+  private readonly renewTimer: NodeJS.Timeout | null;
+  private renewing = false;
 
   constructor(client: RedisClient, opts: RedisQuotaStoreOptions) {
     this.client = client;
@@ -48,7 +60,14 @@ export class RedisQuotaStore implements QuotaStore {
     this.sharedClient = opts.sharedClient ?? false;
     this.runAcquire = defineScript(client, 'gwQuotaAcquire', ACQUIRE_LUA, 2);
     this.runSettle = defineScript(client, 'gwQuotaSettle', SETTLE_LUA, 2);
+    this.runRenew = defineScript(client, 'gwQuotaRenew', RENEW_LUA, 1);
     this.beforeWrite = opts.coalesceWrites === false ? () => undefined : writeCoalescer(client);
+    if (opts.renewLeases === false) {
+      this.renewTimer = null;
+    } else {
+      this.renewTimer = setInterval(() => void this.renewLive().catch(() => undefined), Math.max(250, Math.floor(this.leaseTtlMs / 3)));
+      this.renewTimer.unref();
+    }
   }
 
   async acquire(tenant: TenantLimits, requestId: string, costTokens: number): Promise<QuotaDecision> {
@@ -61,6 +80,7 @@ export class RedisQuotaStore implements QuotaStore {
     ]);
     if (!Array.isArray(reply) || reply.length !== 6) throw new QuotaScriptReplyError(`unexpected acquire reply: ${String(reply)}`);
     const r = reply as number[];
+    if (r[0] === 1) this.live.set(requestId, tenant);
     return toDecision(tenant, r[0] === 1, r[1]!, r[2]!, r[3]!, r[4]!, r[5]!, false);
   }
 
@@ -71,6 +91,7 @@ export class RedisQuotaStore implements QuotaStore {
   /** Settle, reporting whether this call was the one that settled (false: already settled, expired, unknown). */
   async settleOnce(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<boolean> {
     const k = this.keys.get(tenant.name);
+    this.live.delete(requestId);
     const refund = reservedTokens > usedTokens ? reservedTokens - usedTokens : 0;
     this.beforeWrite();
     const reply = await this.runSettle([k.bucket, k.leases], [
@@ -80,7 +101,39 @@ export class RedisQuotaStore implements QuotaStore {
     return reply === 1;
   }
 
+  /** Extends every live lease of this process; returns how many Redis extended. Failures reject (next tick retries). */
+  async renewLive(): Promise<number> {
+    if (this.renewing || this.live.size === 0) return 0;
+    this.renewing = true;
+    try {
+      const byTenant = new Map<string, { tenant: TenantLimits; ids: string[] }>();
+      for (const [id, tenant] of this.live) {
+        let group = byTenant.get(tenant.name);
+        if (group === undefined) byTenant.set(tenant.name, (group = { tenant, ids: [] }));
+        group.ids.push(id);
+      }
+      const now = this.clock === null ? '' : this.clock();
+      let renewed = 0;
+      for (const { tenant, ids } of byTenant.values()) {
+        const leases = this.keys.get(tenant.name).leases;
+        for (let i = 0; i < ids.length; i += RENEW_BATCH) {
+          const batch = ids.slice(i, i + RENEW_BATCH);
+          const gone = await this.runRenew([leases], [this.leaseTtlMs, now, ...batch]);
+          const goneIds = Array.isArray(gone) ? (gone as string[]) : [];
+          // An expired or foreign-settled lease is forgotten, so a request never settled cannot pin memory.
+          for (const id of goneIds) this.live.delete(id);
+          renewed += batch.length - goneIds.length;
+        }
+      }
+      return renewed;
+    } finally {
+      this.renewing = false;
+    }
+  }
+
   async close(): Promise<void> {
+    if (this.renewTimer !== null) clearInterval(this.renewTimer);
+    this.live.clear();
     if (!this.sharedClient) await closeRedisClient(this.client);
   }
 }

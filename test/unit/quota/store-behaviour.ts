@@ -12,8 +12,10 @@ export class FakeClock {
   }
 }
 
-/** A store on a clean slate (fresh key prefix for Redis) with the given lease TTL and clock. */
-export type StoreFactory = (clock: FakeClock, leaseTtlMs: number) => Promise<QuotaStore>;
+/** A store under test: the contract plus the renewal its timer runs (timers off: the test calls it). */
+export type StoreUnderTest = QuotaStore & { renewLive(): number | Promise<number> };
+/** A store on a clean slate (fresh key prefix for Redis) with the given lease TTL and clock, renew timer off. */
+export type StoreFactory = (clock: FakeClock, leaseTtlMs: number) => Promise<StoreUnderTest>;
 
 const tenant = (name: string, tokensPerSecond: number, burstTokens: number, maxInflight: number): TenantLimits =>
   Object.freeze({ name, tokensPerSecond, burstTokens, maxInflight });
@@ -158,6 +160,23 @@ export function runStoreBehaviourSuite(backend: string, makeStore: StoreFactory)
     assert.equal(before.ok, false);
     await store.settle(a, 'crashed', 100, 0);
     assert.equal(refused(await store.acquire(a, 'probe', 0)).remainingTokens, refused(before).remainingTokens);
+  });
+
+  void test(`${backend}: renewing keeps a long request's lease and refund; an expired lease is not revived`, async (t) => {
+    const { clock, store } = await setup(t, 5000);
+    const a = tenant('acme', 1, 1000, 1);
+    assert.equal((await store.acquire(a, 'long', 500)).ok, true);
+    for (let i = 0; i < 4; i++) {
+      clock.advance(4000);
+      assert.equal(await store.renewLive(), 1);
+    }
+    clock.advance(4000); // 20 s after admission, 4 s after the last renew: still alive
+    assert.equal(refused(await store.acquire(a, 'other', 1)).code, 'concurrency_limit_exceeded');
+    await store.settle(a, 'long', 500, 100);
+    assert.equal((await store.acquire(a, 'other', 0)).remainingTokens, 920, '500 + 20 refilled + 400 refunded');
+    clock.advance(6000); // 'other' expires: renewing does not bring it back
+    assert.equal(await store.renewLive(), 0);
+    assert.equal((await store.acquire(a, 'third', 0)).ok, true);
   });
 
   void test(`${backend}: settle refunds reserved minus used exactly once`, async (t) => {
