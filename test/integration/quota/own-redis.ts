@@ -33,8 +33,13 @@ export class OwnRedis {
       '--appendfsync', 'always', '--dir', this.dir, '--daemonize', 'no', '--loglevel', 'warning',
     ], { stdio: 'ignore' });
     this.proc = proc;
+    let spawnError: Error | null = null;
+    proc.once('error', (err) => {
+      spawnError = err;
+    });
     const deadline = Date.now() + 5000;
     while (!(await ping(this.port))) {
+      if (spawnError !== null) throw new Error(`cannot run redis-server (the Debian package redis-server, as .ci/run installs): ${String(spawnError)}`);
       if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`redis-server on ${this.port} did not start`);
       await sleep(20);
     }
