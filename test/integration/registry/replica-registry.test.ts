@@ -198,3 +198,15 @@ void test('a crashed poller thread is restarted and adopts its rows: same genera
   assert.ok(reg.isHealthy(slot));
   assert.deepEqual(restarts, []);
 });
+
+void test('a replica that accepts connections but never answers is down after scrape timeouts, and up once it answers', async (t) => {
+  const { servers, reg } = await setup(t, 1); // scrape_timeout_ms 500, down after 2
+  const slot = reg.slotOf('r0');
+  servers[0]!.hang = true;
+  const tookMs = await waitFor(() => !reg.isHealthy(slot), 5000, 'down after timeouts');
+  // Two scrapes must time out: the first up to one interval after the hang began, then 500 ms each.
+  assert.ok(tookMs >= 500, `down after ${tookMs} ms: not before a scrape could time out`);
+  assert.equal(reg.table.flags(slot) & ROW_FLAG.UNREACHABLE, 0, 'a timeout is not a refused connection');
+  servers[0]!.hang = false;
+  await waitFor(() => reg.isHealthy(slot), 3000, 'up again once it answers');
+});

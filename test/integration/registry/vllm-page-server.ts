@@ -34,6 +34,8 @@ export class VllmPageServer {
     running: 1, waiting: 0, kvUsage: 0.25, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: 'sql-lora,chat-lora', waitingAdapters: '',
   };
   healthStatus = 200;
+  /** Accept requests and never answer them (a wedged process). */
+  hang = false;
   /** Called before each /metrics page is rendered: lets a test change the figures on every scrape. */
   beforeRender: ((k: PageKnobs) => void) | null = null;
   /** Requests answered, by path (to see that the poller keeps scraping). */
@@ -57,6 +59,7 @@ export class VllmPageServer {
     const server = createServer((req, res) => {
       const path = req.url ?? '/';
       this.hits.set(path, (this.hits.get(path) ?? 0) + 1);
+      if (this.hang) return;
       if (path === '/metrics') {
         this.beforeRender?.(this.knobs);
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
