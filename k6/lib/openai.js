@@ -105,13 +105,14 @@ export function parseSse(body) {
  * @param {ChatOptions} o
  */
 export function chat(o) {
-  const res = http.post(`${env.gatewayUrl}/v1/chat/completions`, chatRequestBody(Object.assign({}, o, { stream: false })),
-    chatParams(Object.assign({}, o, { stream: false })));
+  const params = chatParams(Object.assign({}, o, { stream: false }));
+  const res = http.post(`${env.gatewayUrl}/v1/chat/completions`, chatRequestBody(Object.assign({}, o, { stream: false })), params);
+  // Checks carry the request's tags, so thresholds such as checks{kind:completion} see them.
   check(res, {
     'chat: status 200': (r) => r.status === 200,
     'chat: has a choice': (r) => r.status !== 200 || hasChoice(r.body),
     'chat: has x-request-id': (r) => Boolean(r.headers['X-Request-Id']),
-  });
+  }, params.tags);
   return res;
 }
 
@@ -133,7 +134,8 @@ function hasChoice(body) {
  */
 export function chatStream(o) {
   const opts = Object.assign({ includeUsage: true }, o, { stream: true });
-  const res = http.post(`${env.gatewayUrl}/v1/chat/completions`, chatRequestBody(opts), chatParams(opts));
+  const params = chatParams(opts);
+  const res = http.post(`${env.gatewayUrl}/v1/chat/completions`, chatRequestBody(opts), params);
   const sse = res.status === 200 ? parseSse(String(res.body)) : null;
   const wantTokens = opts.ignoreEos ? (opts.maxTokens || env.maxTokens) : 0;
   const ok = check(res, {
@@ -144,9 +146,9 @@ export function chatStream(o) {
     'stream: usage chunk present': () => sse === null || !opts.includeUsage || sse.usage !== null,
     'stream: expected token count': () => sse === null || wantTokens === 0
       || (sse.usage ? sse.usage.completion_tokens === wantTokens : sse.contentFrames === wantTokens),
-  });
+  }, params.tags);
   if (sse !== null) {
-    streamOk.add(ok);
+    streamOk.add(ok, params.tags);
     if (sse.error !== null) streamErrorEvents.add(1, { code: String(sse.error.code) });
     if (sse.contentFrames > 0) {
       ttft.add(res.timings.waiting);
