@@ -4,15 +4,16 @@
 // one socket write).
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ChatTemplateError } from '../../src/tokenize/chat-template.ts';
 import { parseCompletionRequest, type CompletionKind } from './completion-request.ts';
 import type { EngineRequestEvents, EngineSnapshot, EngineRequestSpec } from './engine/types.ts';
 import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
 import { PacedWriter } from './paced-writer.ts';
-import { promptTokens } from './prompt-tokens.ts';
+import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
 import type { ReplicaMetrics } from './replica-metrics.ts';
 import { DONE_FRAME, StreamFrames, completionId, errorFrame, fullResponseBody } from './sse-frames.ts';
-import { ErrorType, VllmError, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
+import { ErrorType, VllmError, badRequest, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
 
 /** max_tokens when the client sends none: max_model_len − prompt_len, capped here (vLLM caps by generation config). */
 export const DEFAULT_MAX_TOKENS_CAP = 4096;
@@ -79,7 +80,14 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
     model = parsed.model;
   }
 
-  const prompt = promptTokens(parsed, ctx.blockSize, adapter);
+  let prompt: PromptTokens;
+  try {
+    prompt = promptTokens(parsed, ctx.blockSize, adapter);
+  } catch (err) {
+    // vLLM answers template errors with a 400 BadRequestError carrying the template's message.
+    if (err instanceof ChatTemplateError) return sendError(res, badRequest(err.message));
+    throw err;
+  }
   const promptLen = prompt.tokens.length;
   if (promptLen >= ctx.maxModelLen) return sendError(res, promptTooLong(ctx.maxModelLen, promptLen));
   if (parsed.maxTokens !== null && promptLen + parsed.maxTokens > ctx.maxModelLen) {

@@ -23,6 +23,8 @@ export interface CompletionRequest {
   seed: number | null;
   /** Chat only. */
   messages: ChatMessage[];
+  /** Chat only: the request's `tools` (rendered into the Llama 3.1 prompt), null when absent. */
+  tools: unknown[] | null;
   addGenerationPrompt: boolean;
   /** Completions only: the prompt text, or its token ids. */
   prompt: string | number[];
@@ -139,11 +141,16 @@ export function parseCompletionRequest(kind: CompletionKind, raw: string): Compl
   }
 
   let messages: ChatMessage[] = [];
+  let tools: unknown[] | null = null;
   let prompt: string | number[] = '';
   if (kind === 'chat') {
     const m = parseMessages(body.messages);
     if (!Array.isArray(m)) return m;
     messages = m;
+    if (body.tools !== undefined && body.tools !== null) {
+      if (!Array.isArray(body.tools)) return validationError('list_type', ['body', 'tools'], 'Input should be a valid list');
+      tools = body.tools as unknown[];
+    }
   } else {
     const p = parsePrompt(body.prompt);
     if (typeof p !== 'string' && !Array.isArray(p)) return p;
@@ -159,6 +166,7 @@ export function parseCompletionRequest(kind: CompletionKind, raw: string): Compl
     ignoreEos,
     seed,
     messages,
+    tools,
     addGenerationPrompt,
     prompt,
   };

@@ -21,10 +21,11 @@ export async function initPromptTokens(): Promise<void> {
   encoder ??= new CachedPromptEncoder(CACHE_BYTES);
 }
 
+/** Throws ChatTemplateError (src/tokenize/chat-template.ts) for messages the template rejects: a 400. */
 export function promptTokens(req: CompletionRequest, blockSize: number, adapter: string | null): PromptTokens {
   if (encoder === null) throw new Error('initPromptTokens() must be awaited first');
   return encoder.encode({
     tokenizer: 'llama3', template: 'llama3.1', blockSize, kind: req.kind,
-    messages: req.messages, prompt: req.prompt, adapter,
+    messages: req.messages, tools: req.tools, prompt: req.prompt, adapter,
   });
 }

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ChatTemplateError } from '../../src/tokenize/chat-template.ts';
 import { handleCompletion, sendError, sendJson, type HandlerContext } from './completion-handler.ts';
 import type { CompletionRequest } from './completion-request.ts';
 import { FaultState } from './faults.ts';
@@ -222,12 +223,18 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     const isChat = Array.isArray(body.messages);
     const req: CompletionRequest = {
       kind: isChat ? 'chat' : 'completion', model: '', stream: false, includeUsage: false, continuousUsage: false,
-      maxTokens: null, ignoreEos: false, seed: null,
+      maxTokens: null, ignoreEos: false, seed: null, tools: null,
       messages: isChat ? (body.messages as Array<{ role: string; content: string }>).map((m) => ({ role: String(m.role), content: String(m.content ?? '') })) : [],
       addGenerationPrompt: body.add_generation_prompt !== false,
       prompt: typeof body.prompt === 'string' ? body.prompt : '',
     };
-    const { tokens } = promptTokens(req, blockSize, null);
+    let tokens: Uint32Array;
+    try {
+      tokens = promptTokens(req, blockSize, null).tokens;
+    } catch (err) {
+      if (err instanceof ChatTemplateError) return sendError(res, badRequest(err.message));
+      throw err;
+    }
     sendJson(res, 200, JSON.stringify({ count: tokens.length, max_model_len: maxModelLen, tokens: Array.from(tokens), token_strs: null }));
   }
 

@@ -38,3 +38,18 @@ void test('a POST without application/json is 415; a wrong method is 405; an unk
   assert.equal((await fetch(`${replica.url}/v1/chat/completions`)).status, 405);
   assert.equal((await fetch(`${replica.url}/nope`)).status, 404);
 });
+
+void test('request-level tools lengthen the prompt; a template error is a 400 BadRequestError, not a 500', async () => {
+  const messages = [{ role: 'user', content: 'What is the weather?' }];
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const plain = JSON.parse((await postJson(replica.url, '/v1/chat/completions', { messages, max_tokens: 1 })).text) as { usage: { prompt_tokens: number } };
+  const withTools = JSON.parse((await postJson(replica.url, '/v1/chat/completions', { messages, tools, max_tokens: 1 })).text) as { usage: { prompt_tokens: number } };
+  assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens + 20);
+  const twoCalls = [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [
+    { id: 'a', type: 'function', function: { name: 'f', arguments: '{}' } },
+    { id: 'b', type: 'function', function: { name: 'g', arguments: '{}' } },
+  ] }];
+  const bad = await postJson(replica.url, '/v1/chat/completions', { messages: twoCalls, max_tokens: 1 });
+  assert.equal(bad.status, 400);
+  assert.equal((JSON.parse(bad.text) as { error: { type: string } }).error.type, 'BadRequestError');
+});
