@@ -152,6 +152,12 @@ export class ReplicaRegistry {
     this.scheduleDrainSweep();
   }
 
+  /** Every slot holding a replica, including drained and removed-but-draining ones (gauges, admin views;
+   * allocates). */
+  memberSlots(): number[] {
+    return this.set.memberSlots();
+  }
+
   /** Removed replicas still finishing requests. */
   drainingCount(): number {
     return this.set.drainingSlots();

@@ -89,6 +89,14 @@ export class ReplicaSet {
     return out;
   }
 
+  /** Every slot holding a member, live, drained or removed-and-draining, in slot order. Allocates: for
+   * gauges and admin views, not the request path (use candidates there). */
+  memberSlots(): number[] {
+    const out: number[] = [];
+    for (const m of this.members) if (m) out.push(m.slot);
+    return out;
+  }
+
   /** Slots removed from config still finishing requests. */
   drainingSlots(): number {
     return this.pendingFree.size;

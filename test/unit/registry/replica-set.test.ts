@@ -40,6 +40,7 @@ void test('a removed replica drains until its ledger is empty, then its slot is 
   set.apply(cfg([{ id: 'x', port: 1 }]));
   assert.deepEqual(set.candidates('a'), [0]);
   assert.equal(set.info(1)?.draining, true);
+  assert.deepEqual(set.memberSlots(), [0, 1], 'a draining replica is still a member');
   assert.equal(set.sweep(), 1, 'still draining');
   assert.equal(sent.filter((m) => m.type === 'unassign').length, 0);
   ledger.end(e);
