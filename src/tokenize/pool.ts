@@ -55,19 +55,24 @@ export class TokenizePool {
   private readonly piscina: Piscina<WorkerTask, unknown>;
   private readonly threads: number;
   private readonly cacheBytesPerWorker: number;
+  private readonly metricsChannel: string | null;
   /** Cancel cells of tasks submitted and not settled; their state says queued or running. */
   private readonly inFlight = new Set<Int32Array>();
   readonly counters: PoolCounters = { completed: 0, skipped: 0, stopped: 0 };
 
-  constructor(threads: number, cacheBytesPerWorker: number) {
+  constructor(threads: number, cacheBytesPerWorker: number, metricsChannel: string | null) {
     this.threads = threads;
     this.cacheBytesPerWorker = cacheBytesPerWorker;
+    this.metricsChannel = metricsChannel;
     this.piscina = new Piscina<WorkerTask, unknown>({
       filename: WORKER_URL.href,
       minThreads: threads,
       maxThreads: threads,
       idleTimeout: Number.POSITIVE_INFINITY,
       concurrentTasksPerWorker: 1,
+      // 'async' (Atomics.waitAsync) keeps an idle worker's event loop running, so it can answer the metrics
+      // scrape on its BroadcastChannel; 'sync' would block it in Atomics.wait between tasks.
+      atomics: 'async',
       execArgv: workerExecArgv(),
     });
   }
@@ -75,7 +80,7 @@ export class TokenizePool {
   /** Builds the given tokenizers in every worker (one warm-up task per worker, submitted together). */
   async warmup(tokenizers: readonly TokenizerName[]): Promise<void> {
     const tasks: Promise<unknown>[] = [];
-    for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, cacheBytes: this.cacheBytesPerWorker }));
+    for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }));
     await Promise.all(tasks);
   }
 
@@ -103,7 +108,7 @@ export class TokenizePool {
         reject(new AbortError());
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.piscina.run({ type: 'tokenize', work, cancel, cacheBytes: this.cacheBytesPerWorker }).then(
+      this.piscina.run({ type: 'tokenize', work, cancel, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }).then(
         (raw) => {
           this.inFlight.delete(cancel);
           signal?.removeEventListener('abort', onAbort);

@@ -32,6 +32,15 @@ export interface TokenizeResult {
   blockHashes: Float64Array;
 }
 
+export interface PromptTokenizerOptions {
+  /** Tokenizers to build at setup on every thread (the pools' `tokenizer` names); default ['llama3']. */
+  tokenizers?: readonly TokenizerName[];
+  /** Records inline tokenize time in seconds (GatewayMetrics.thread.tokenizeInline). */
+  inlineObserver?: { observe(seconds: number): void } | null;
+  /** GatewayMetrics.workerChannel: workers record their task run time there. */
+  metricsChannel?: string | null;
+}
+
 export interface PromptTokenizerStats extends PoolCounters {
   inline: number;
   pooled: number;
@@ -43,28 +52,32 @@ export class PromptTokenizer {
   private readonly inlineMaxChars: number;
   private readonly inlineEncoder: CachedPromptEncoder;
   private readonly pool: TokenizePool | null;
+  private readonly inlineObserver: { observe(seconds: number): void } | null;
   private inlineCount = 0;
   private pooledCount = 0;
 
-  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizePool | null) {
+  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizePool | null, inlineObserver: PromptTokenizerOptions['inlineObserver']) {
     this.inlineMaxChars = pool === null ? Number.POSITIVE_INFINITY : cfg.inline_max_chars;
     this.inlineEncoder = new CachedPromptEncoder(cfg.cache_bytes / (cfg.threads + 1));
     this.pool = pool;
+    this.inlineObserver = inlineObserver ?? null;
   }
 
   /**
-   * Builds the inline encoder and `cfg.threads` workers, with `tokenizers` (the pools' tokenizer names)
-   * ready everywhere, so the first request pays no setup.
+   * Builds the inline encoder and `cfg.threads` workers, with the pools' tokenizers ready everywhere, so
+   * the first request pays no setup. `options` may also be the tokenizer names alone.
    */
-  static async create(cfg: GatewayConfig['tokenizer'], tokenizers: readonly TokenizerName[] = ['llama3']): Promise<PromptTokenizer> {
+  static async create(cfg: GatewayConfig['tokenizer'], options: PromptTokenizerOptions | readonly TokenizerName[] = {}): Promise<PromptTokenizer> {
+    const opts: PromptTokenizerOptions = Array.isArray(options) ? { tokenizers: options as readonly TokenizerName[] } : (options as PromptTokenizerOptions);
+    const tokenizers = opts.tokenizers ?? ['llama3'];
     await initBlockHasher();
     for (const name of tokenizers) getTokenizer(name);
     let pool: TokenizePool | null = null;
     if (cfg.threads > 0) {
-      pool = new TokenizePool(cfg.threads, cfg.cache_bytes / (cfg.threads + 1));
+      pool = new TokenizePool(cfg.threads, cfg.cache_bytes / (cfg.threads + 1), opts.metricsChannel ?? null);
       await pool.warmup(tokenizers);
     }
-    return new PromptTokenizer(cfg, pool);
+    return new PromptTokenizer(cfg, pool, opts.inlineObserver);
   }
 
   /**
@@ -93,7 +106,9 @@ export class PromptTokenizer {
     if (this.pool === null || this.inlineEncoder.uncachedChars(work, segments) <= this.inlineMaxChars) {
       this.inlineCount++;
       try {
+        const startMs = this.inlineObserver === null ? 0 : performance.now();
         const { tokens, blockHashes } = this.inlineEncoder.encode(work, null, segments);
+        this.inlineObserver?.observe((performance.now() - startMs) / 1000);
         return Promise.resolve({ promptTokens: tokens.length, blockHashes });
       } catch (err) {
         return Promise.reject(err instanceof Error ? err : new Error(String(err)));

@@ -17,12 +17,15 @@ export interface TokenizeTask {
   cancel: Int32Array;
   /** This worker's share of tokenizer.cache_bytes; read once, when the worker builds its caches. */
   cacheBytes: number;
+  /** GatewayMetrics.workerChannel: the worker records task run time there; null records nothing. */
+  metricsChannel: string | null;
 }
 
 export interface WarmupTask {
   type: 'warmup';
   tokenizers: readonly TokenizerName[];
   cacheBytes: number;
+  metricsChannel: string | null;
 }
 
 export type WorkerTask = TokenizeTask | WarmupTask;

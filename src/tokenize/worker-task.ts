@@ -2,6 +2,7 @@
 // Thread: a Piscina worker; one handler, one CachedPromptEncoder and one set of tokenizers per worker.
 // Hot path: yes for prompts above tokenizer.inline_max_chars; the work is CachedPromptEncoder.encode().
 // Returns a transferable Float64Array in the layout of protocol.ts.
+import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
@@ -21,15 +22,24 @@ function statusOnly(status: ResultStatus): Float64Array {
 export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unknown> {
   await initBlockHasher();
   let encoder: CachedPromptEncoder | null = null;
+  let metrics: WorkerMetrics | null = null;
+  // Built on the first task that names a channel (every task does, so a worker that missed the warm-up
+  // task still reports); it answers the main thread's scrapes on that BroadcastChannel.
+  const setup = (task: WorkerTask): void => {
+    encoder ??= new CachedPromptEncoder(task.cacheBytes);
+    if (metrics === null && task.metricsChannel !== null) metrics = new WorkerMetrics({ channelName: task.metricsChannel });
+  };
 
   const runTokenize = (task: TokenizeTask): Float64Array => {
     const cancel = task.cancel;
     if (Atomics.compareExchange(cancel, 0, CancelState.pending, CancelState.running) === CancelState.cancelled) {
       return statusOnly(ResultStatus.skipped);
     }
-    encoder ??= new CachedPromptEncoder(task.cacheBytes);
+    setup(task);
+    const startMs = performance.now();
     try {
-      const { tokens, blockHashes } = encoder.encode(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      const { tokens, blockHashes } = (encoder as CachedPromptEncoder).encode(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      metrics?.tokenized((performance.now() - startMs) / 1000);
       const out = new Float64Array(RESULT_HEADER + blockHashes.length);
       out[RESULT_STATUS] = ResultStatus.ok;
       out[RESULT_PROMPT_TOKENS] = tokens.length;
@@ -45,7 +55,7 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
   return (task: WorkerTask): unknown => {
     switch (task.type) {
       case 'warmup':
-        encoder ??= new CachedPromptEncoder(task.cacheBytes);
+        setup(task);
         for (const name of task.tokenizers) getTokenizer(name);
         return true;
       case 'tokenize':

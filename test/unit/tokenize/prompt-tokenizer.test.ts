@@ -1,5 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { BroadcastChannel } from 'node:worker_threads';
 import { poolSchema, type PoolConfig } from '../../../src/config/schema.ts';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
 import type { ChatMessage } from '../../../src/tokenize/chat-template.ts';
@@ -12,9 +13,13 @@ import { corpus, seededRandom } from './corpus.ts';
 // Tests read counter deltas. Prompts over 1,024 uncached chars go to the pool, the rest run inline.
 let tk: PromptTokenizer;
 let inlineOnly: PromptTokenizer;
+const metricsChannel = `test:tokenize-metrics:${process.pid}`;
+const inlineSeconds: number[] = [];
 void before(async () => {
   await initBlockHasher();
-  tk = await PromptTokenizer.create({ threads: 1, inline_max_chars: 1024, cache_bytes: 8 << 20 }, ['llama3', 'cl100k_base']);
+  tk = await PromptTokenizer.create({ threads: 1, inline_max_chars: 1024, cache_bytes: 8 << 20 }, {
+    tokenizers: ['llama3', 'cl100k_base'], metricsChannel, inlineObserver: { observe: (s) => inlineSeconds.push(s) },
+  });
   inlineOnly = await PromptTokenizer.create({ threads: 0, inline_max_chars: 100, cache_bytes: 8 << 20 }, ['llama3', 'cl100k_base']);
 });
 void after(async () => {
@@ -144,4 +149,29 @@ void test('a template refusal is a ChatTemplateError, found on the acceptor befo
     await assert.rejects(tk.tokenize({ pool: pool(), kind: 'chat', messages, adapter: null }), { name: 'ChatTemplateError' });
   }
   assert.deepEqual([delta(start).inline, delta(start).pooled], [2, 0]);
+});
+
+void test('the worker reports its task times on the metrics channel; inline times go to the observer', async () => {
+  const before = inlineSeconds.length;
+  await tk.tokenize({ pool: pool(), kind: 'completion', prompt: 'small', adapter: null });
+  await tk.tokenize({ pool: pool(), kind: 'completion', prompt: 'large '.repeat(400), adapter: null });
+  assert.equal(inlineSeconds.length, before + 1);
+  assert.ok((inlineSeconds.at(-1) as number) >= 0 && (inlineSeconds.at(-1) as number) < 1);
+  const channel = new BroadcastChannel(metricsChannel);
+  try {
+    const snapshot = await new Promise<unknown>((resolve, reject) => {
+      setTimeout(() => reject(new Error('no snapshot from the worker within 5 s')), 5000).unref();
+      channel.onmessage = (ev: unknown) => {
+        const msg = (ev as { data: { type: string; seq: number; metrics: unknown } }).data;
+        if (msg.type === 'snapshot' && msg.seq === 7) resolve(msg.metrics);
+      };
+      channel.postMessage({ type: 'collect', seq: 7 });
+    });
+    const family = (snapshot as Array<{ name: string; values: Array<{ metricName?: string; labels: Record<string, string>; value: number }> }>)
+      .find((m) => m.name === 'gateway_tokenize_duration_seconds');
+    const count = family?.values.find((v) => v.metricName === 'gateway_tokenize_duration_seconds_count' && v.labels.kind === 'pool');
+    assert.ok(count !== undefined && count.value >= tk.stats().completed, JSON.stringify(count));
+  } finally {
+    channel.close();
+  }
 });
