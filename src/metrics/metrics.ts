@@ -57,6 +57,8 @@ export interface GatewayMetricsOptions {
    * tests that run several gateways in one process give each its own name so their workers do not mix.
    */
   workerChannel?: string;
+  /** Scrapes without a word from a worker before its numbers are folded into a retired sum. Default 20. */
+  retireWorkerAfterMissed?: number;
 }
 
 /** prom-client gauges named *_total, which promtool rejects; removed at setup. Per-type twins without _total remain. */
@@ -107,7 +109,10 @@ export class GatewayMetrics {
     collectDefaultMetrics({ register: this.defaultsRegister, prefix: 'gateway_' });
     for (const name of DROPPED_DEFAULT_METRICS) this.defaultsRegister.removeSingleMetric(name);
     this.workerChannel = opts.workerChannel ?? METRICS_CHANNEL_NAME;
-    this.workers = new WorkerCollector(opts.listenToWorkers !== false, opts.workerCollectTimeoutMs ?? 50, this.workerChannel);
+    this.workers = new WorkerCollector({
+      listen: opts.listenToWorkers !== false, timeoutMs: opts.workerCollectTimeoutMs ?? 50,
+      channelName: this.workerChannel, ...(opts.retireWorkerAfterMissed ? { retireAfterMissed: opts.retireWorkerAfterMissed } : {}),
+    });
   }
 
   /** Re-reads pools, replicas, tenants and tenant_labels after a config reload. Existing series keep counting. */
@@ -183,7 +188,8 @@ export class GatewayMetrics {
   async render(): Promise<string> {
     await this.workers.collect();
     try {
-      if (this.workers.snapshots.size === 0) {
+      const workers = this.workers.all();
+      if (workers.length === 0) {
         // Fast path (no worker threads report): the two registries hold disjoint names; ~0.5 ms cheaper.
         const [own, defaults] = await Promise.all([this.register.metrics(), this.defaultsRegister.metrics()]);
         return `${own}${defaults}`;
@@ -192,10 +198,15 @@ export class GatewayMetrics {
       const main = own.concat(defaults);
       // process_start_time uses the 'omit' aggregator (meant for cluster mode); only this thread reports it.
       for (const m of main) if (m.aggregator === 'omit') m.aggregator = 'first';
-      return AggregatorRegistry.aggregate([main, ...this.workers.snapshots.values()]).metrics();
+      return AggregatorRegistry.aggregate([main, ...workers]).metrics();
     } finally {
       this.loopDelay.reset(); // the event-loop gauges cover one scrape interval
     }
+  }
+
+  /** Snapshots merged by render(): live workers plus at most one retired sum (bounded even if threads churn). */
+  get workerSnapshotCount(): number {
+    return this.workers.all().length;
   }
 
   /** Stops the event-loop monitor and the worker channel (tests and shutdown). */

@@ -4,7 +4,8 @@ import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { parseConfig } from '../../../src/config/load.ts';
-import { GatewayMetrics } from '../../../src/metrics/metrics.ts';
+import { GatewayMetrics, type MetricsSnapshot } from '../../../src/metrics/metrics.ts';
+import { WorkerMetrics } from '../../../src/metrics/worker-metrics.ts';
 import { parseExposition, valueOf } from '../../unit/metrics/prom-text.ts';
 
 const cfg = parseConfig({ pools: [{ id: '8b', model: 'm', replicas: [{ id: '8b-1', url: 'http://127.0.0.1:1' }] }] });
@@ -18,6 +19,17 @@ async function startWorker(id: string, channelName?: string): Promise<Worker> {
   const w = new Worker(boot, { eval: true, workerData: { id, channelName } });
   await once(w, 'online');
   return w;
+}
+
+/** A worker-shaped registry snapshot with n tokenize observations, built without a thread. */
+async function snapshotOf(n: number): Promise<MetricsSnapshot> {
+  const metrics = new WorkerMetrics({ channelName: 'test:metrics:nobody-listens', pushIntervalMs: 0 });
+  try {
+    for (let i = 0; i < n; i++) metrics.tokenized(0.002);
+    return await metrics.snapshot();
+  } finally {
+    metrics.close();
+  }
 }
 
 async function record(w: Worker, tokenized: number, scraped: number): Promise<void> {
@@ -54,23 +66,33 @@ void test('render merges every worker thread registry into one page that promtoo
   assert.equal(r.status, 0);
 });
 
-void test('a dead worker keeps its last counts and stops delaying scrapes', async (t) => {
-  const m = new GatewayMetrics(cfg, { workerCollectTimeoutMs: 300 });
+void test('dead workers keep their last counts, stop delaying scrapes, then fold into one retired sum', async (t) => {
+  const m = new GatewayMetrics(cfg, { workerCollectTimeoutMs: 300, retireWorkerAfterMissed: 4 });
   t.after(() => m.close());
-  const w = await startWorker('short-lived');
-  await record(w, 4, 0);
+  const w1 = await startWorker('short-lived');
+  await record(w1, 4, 0);
+  m.absorbWorker('handed-over', await snapshotOf(1)); // a snapshot passed in directly, never refreshed
   await m.render();
-  assert.equal(valueOf(parseExposition(await m.render()), 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 4);
-  await w.terminate();
+  const count = (page: string): number | undefined =>
+    valueOf(parseExposition(page), 'gateway_tokenize_duration_seconds_count', { kind: 'pool' });
+  assert.equal(count(await m.render()), 5);
+  assert.equal(m.workerSnapshotCount, 2);
+  await w1.terminate();
   const times: number[] = [];
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 6; i++) { // the 4th silent scrape folds both into the retired sum
     const t0 = performance.now();
-    const s = parseExposition(await m.render());
+    const page = await m.render();
     times.push(performance.now() - t0);
-    assert.equal(valueOf(s, 'gateway_tokenize_duration_seconds_count', { kind: 'pool' }), 4, 'counters never go backwards');
+    assert.equal(count(page), 5, 'counters never go backwards');
+    if (i === 5) assert.equal(spawnSync('promtool', ['check', 'metrics'], { input: page, encoding: 'utf8' }).status, 0);
   }
-  assert.ok(times.slice(0, 3).every((ms) => ms >= 250), `waited for the missing worker first: ${times.join(', ')}`);
+  assert.ok(times.slice(0, 3).every((ms) => ms >= 250), `waited for the missing workers first: ${times.join(', ')}`);
   assert.ok(times.slice(3).every((ms) => ms < 250), `then stopped waiting: ${times.join(', ')}`);
+  assert.equal(m.workerSnapshotCount, 1, 'two dead workers became one retired sum');
+  // a replacement adds to the retired sum rather than replacing it
+  m.absorbWorker('replacement', await snapshotOf(3));
+  assert.equal(count(await m.render()), 8);
+  assert.equal(m.workerSnapshotCount, 2);
 });
 
 void test('two gateways in one process keep their workers apart by channel name', async (t) => {
