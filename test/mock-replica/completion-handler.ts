@@ -18,6 +18,9 @@ import { ErrorType, VllmError, badRequest, maxTokensTooLarge, modelNotFound, pro
 /** max_tokens when the client sends none: max_model_len − prompt_len, capped here (vLLM caps by generation config). */
 export const DEFAULT_MAX_TOKENS_CAP = 4096;
 
+/** Llama 3's vocabulary (128,000 ordinary + 256 special ids): a token-id prompt beyond it is a 400, as in vLLM. */
+const LLAMA3_VOCAB_SIZE = 128256;
+
 /** What the handler needs from the engine (structural, so the interim and the real MockEngine both fit). */
 export interface EnginePort {
   add(spec: EngineRequestSpec, events: EngineRequestEvents): void;
@@ -80,6 +83,15 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
     model = parsed.model;
   }
 
+  if (Array.isArray(parsed.prompt)) {
+    let maxId = 0;
+    let minId = 0;
+    for (const t of parsed.prompt) {
+      if (t > maxId) maxId = t;
+      if (t < minId) minId = t;
+    }
+    if (maxId >= LLAMA3_VOCAB_SIZE || minId < 0) return sendError(res, badRequest(`Token id ${minId < 0 ? minId : maxId} is out of vocabulary`));
+  }
   let prompt: PromptTokens;
   try {
     prompt = promptTokens(parsed, ctx.blockSize, adapter);

@@ -53,3 +53,10 @@ void test('request-level tools lengthen the prompt; a template error is a 400 Ba
   assert.equal(bad.status, 400);
   assert.equal((JSON.parse(bad.text) as { error: { type: string } }).error.type, 'BadRequestError');
 });
+
+void test('a token-id prompt outside the Llama 3 vocabulary is a 400', async () => {
+  const r = await postJson(replica.url, '/v1/completions', { prompt: [1, 2, 200000], max_tokens: 1 });
+  assert.equal(r.status, 400);
+  assert.match(r.text, /Token id 200000 is out of vocabulary/);
+  assert.equal((await postJson(replica.url, '/v1/completions', { prompt: [128000, 9906], max_tokens: 1 })).status, 200);
+});
