@@ -143,7 +143,7 @@ export class ReplicaRegistry {
     }
     const next = settingsOf(cfg);
     if (next.scrapeIntervalMs !== this.settings.scrapeIntervalMs || next.scrapeTimeoutMs !== this.settings.scrapeTimeoutMs ||
-      next.downAfterFailures !== this.settings.downAfterFailures) {
+      next.downAfterFailures !== this.settings.downAfterFailures || next.healthEveryScrapes !== this.settings.healthEveryScrapes) {
       this.settings = next;
       this.send({ type: 'settings', settings: next });
     }
@@ -283,6 +283,7 @@ function settingsOf(cfg: GatewayConfig): PollerSettings {
     scrapeIntervalMs: cfg.registry.scrape_interval_ms,
     scrapeTimeoutMs: cfg.registry.scrape_timeout_ms,
     downAfterFailures: cfg.registry.down_after_failures,
+    healthEveryScrapes: cfg.registry.health_every_scrapes,
   };
 }
 
