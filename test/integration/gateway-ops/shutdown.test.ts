@@ -27,10 +27,10 @@ const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
 
 const dir = mkdtempSync(join(tmpdir(), 'expediter-shutdown-'));
 const replicas: MockReplica[] = [];
-let child: ChildProcess | null = null;
+const children: ChildProcess[] = [];
 
 after(async () => {
-  if (child !== null && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   await Promise.all(replicas.map((r) => r.close()));
   rmSync(dir, { recursive: true, force: true });
 });
@@ -74,36 +74,40 @@ function tryConnect(port: number): Promise<string> {
   });
 }
 
-test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and loses no usage record', async () => {
-  for (let i = 0; i < 2; i++) {
-    const r = await startMockReplica({ profile: 'tiny', model: MODEL });
-    replicas.push(r);
-    const res = await fetch(`${r.url}/_mock/faults`, { method: 'POST', body: JSON.stringify({ mode: 'slow', delay_ms: DELAY_PER_TOKEN_MS }) });
-    assert.equal(res.status, 200);
-  }
-  const usagePath = join(dir, 'usage.jsonl');
-  const configPath = join(dir, 'gateway.yaml');
+interface ChildGateway {
+  proc: ChildProcess;
+  port: number;
+  url: string;
+  usagePath: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): { stdout: string; stderr: string };
+}
+
+/** Starts `src/main.ts` as a child process in front of `replicas`, with its own config and USAGE_JSONL file. */
+async function startChildGateway(name: string, graceMs: number): Promise<ChildGateway> {
+  const usagePath = join(dir, `${name}.jsonl`);
+  const configPath = join(dir, `${name}.yaml`);
   // JSON is YAML: the loader reads it like any YAML file.
   writeFileSync(configPath, JSON.stringify({
-    server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 8000 },
+    server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: graceMs },
+    // short prompts are tokenized inline anyway; no worker pool spares the child ~2 s of startup
+    tokenizer: { threads: 0 },
     registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 2 },
     pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], max_context_tokens: 2048, default_max_tokens: 64,
       replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],
   }, null, 2));
-
   const proc = spawn(process.execPath, ['--import', 'tsx', MAIN, '--config', configPath], {
     cwd: new URL('../../../', import.meta.url).pathname,
     env: { ...process.env, USAGE_JSONL: usagePath, LOG_LEVEL: 'info', PORT: '', GATEWAY_CONFIG: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child = proc;
+  children.push(proc);
   let stdout = '';
   let stderr = '';
   proc.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   proc.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
-
   const port = await waitFor(() => {
     for (const line of stdout.split('\n')) {
       if (!line.includes('gateway listening')) continue;
@@ -112,9 +116,28 @@ test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and 
     }
     if (proc.exitCode !== null) throw new Error(`gateway exited early (${proc.exitCode}): ${stderr}`);
     return 0;
-  }, 20_000, 50);
+  }, 30_000, 50).catch((err: Error) => {
+    throw new Error(`${err.message}; gateway stdout: ${stdout.slice(-1000)} stderr: ${stderr.slice(-1000)}`);
+  });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000, 50);
+  return { proc, port, url, usagePath, exited, output: () => ({ stdout, stderr }) };
+}
+
+async function startReplicas(delayPerTokenMs: number): Promise<void> {
+  if (replicas.length === 0) for (let i = 0; i < 2; i++) replicas.push(await startMockReplica({ profile: 'tiny', model: MODEL }));
+  for (const r of replicas) {
+    const res = await fetch(`${r.url}/_mock/faults`, { method: 'POST', body: JSON.stringify({ mode: 'slow', delay_ms: delayPerTokenMs }) });
+    assert.equal(res.status, 200);
+  }
+}
+
+const readUsage = (path: string): UsageRecord[] => (existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord) : []);
+
+test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and loses no usage record', async () => {
+  await startReplicas(DELAY_PER_TOKEN_MS);
+  const gw = await startChildGateway('drain', 8000);
+  const { proc, port, url, usagePath, exited } = gw;
 
   // A kept-alive connection opened before the signal: the only way to reach a gateway whose port is closed.
   const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -157,12 +180,12 @@ test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and 
 
   const { code, signal } = await exited;
   assert.equal(signal, null);
-  assert.equal(code, 0, `exit code (stderr: ${stderr.slice(-500)})`);
+  assert.equal(code, 0, `exit code (stderr: ${gw.output().stderr.slice(-500)})`);
   const drainMs = performance.now() - signalledAt;
   assert.ok(drainMs < 8000, `drained in ${drainMs.toFixed(0)} ms, within the grace period`);
 
   assert.ok(existsSync(usagePath));
-  const records = readFileSync(usagePath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord);
+  const records = readUsage(usagePath);
   const ids = records.map((r) => r.request_id).sort();
   assert.deepEqual(ids.filter((id) => id.startsWith('drain-')), streams.map((_, i) => `drain-${i}`), 'one record per drained stream, none lost or doubled');
   for (const r of records.filter((x) => x.request_id.startsWith('drain-'))) {
@@ -172,5 +195,29 @@ test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and 
     assert.equal(r.finish_reason, 'length');
     assert.equal(r.tenant, 'alpha');
   }
-  assert.match(stdout, /draining/, 'the gateway logged its drain');
+  assert.match(gw.output().stdout, /draining/, 'the gateway logged its drain');
+});
+
+test('streams still running when the grace period ends get one error event, and their usage records are still written', async () => {
+  await startReplicas(100); // 30 tokens at 100 ms: ~3 s, far past a 400 ms grace
+  const gw = await startChildGateway('deadline', 400);
+  const streams = [0, 1].map((i) => openStream(gw.url, '/v1/chat/completions', { model: 'gpt-fast', messages: [{ role: 'user', content: `long ${i}` }], max_tokens: 30, ignore_eos: true, stream: true },
+    { authorization: `Bearer ${KEY}`, 'x-request-id': `cut-${i}` }));
+  await Promise.all(streams.map((s) => s.waitFrames(2)));
+  gw.proc.kill('SIGTERM');
+  for (const [i, s] of streams.entries()) {
+    const { text } = await s.done;
+    const frames = text.split('\n\n').filter(Boolean);
+    assert.ok(!text.includes('[DONE]'), `stream ${i}: a cut stream is never disguised as complete`);
+    assert.ok(frames.at(-1)?.startsWith('data: {"error"'), `stream ${i} ends with an error event: ${frames.at(-1)}`);
+    assert.equal(frames.filter((f) => f.startsWith('data: {"error"')).length, 1);
+  }
+  const { code } = await gw.exited;
+  assert.equal(code, 0);
+  const recs = readUsage(gw.usagePath).filter((r) => r.request_id.startsWith('cut-'));
+  assert.deepEqual(recs.map((r) => r.request_id).sort(), ['cut-0', 'cut-1'], 'one record per cut stream');
+  for (const r of recs) {
+    assert.ok(r.output_tokens >= 1 && r.output_tokens < 30, `output tokens relayed before the cut: ${r.output_tokens}`);
+    assert.equal(r.finish_reason, null);
+  }
 });
