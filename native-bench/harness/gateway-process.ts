@@ -20,6 +20,8 @@ export interface GatewayOptions {
   logLevel?: string;
   cpus?: string;
   cpuProfDir?: string;
+  /** Top-level config sections merged over the generated ones (e.g. `{ registry: { scrape_interval_ms: 1000 } }`). */
+  configOverrides?: Readonly<Record<string, unknown>>;
 }
 
 export interface GatewayProcess {
@@ -30,7 +32,7 @@ export interface GatewayProcess {
 }
 
 export function benchGatewayConfig(o: GatewayOptions, port: number): Record<string, unknown> {
-  return {
+  const generated: Record<string, unknown> = {
     server: { host: '127.0.0.1', port },
     routing: { policy: o.policy ?? 'round-robin' },
     quota: { backend: 'memory', failure_mode: 'open' },
@@ -51,6 +53,12 @@ export function benchGatewayConfig(o: GatewayOptions, port: number): Record<stri
       sla_tier: 'premium',
     }],
   };
+  for (const [section, value] of Object.entries(o.configOverrides ?? {})) {
+    const base = generated[section];
+    generated[section] = typeof base === 'object' && base !== null && !Array.isArray(base) && typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? { ...base, ...value } : value;
+  }
+  return generated;
 }
 
 export async function startGatewayProcess(o: GatewayOptions): Promise<GatewayProcess> {

@@ -43,6 +43,8 @@ const relay: BenchScenario = async (args) => {
       pin: { type: 'boolean', default: false },
       'cpu-prof': { type: 'boolean', default: false },
       'keep-logs': { type: 'boolean', default: false },
+      /** JSON merged over the generated gateway config, per top-level section: '{"registry":{"scrape_interval_ms":1000}}'. */
+      'gateway-config': { type: 'string', default: '{}' },
     },
   });
   const requests = Number(values.requests);
@@ -78,6 +80,7 @@ const relay: BenchScenario = async (args) => {
     if (wanted.includes('gateway')) {
       const gw = await startGatewayProcess({
         repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, cpus: proxyCpus, cpuProfDir,
+        configOverrides: JSON.parse(values['gateway-config']) as Record<string, unknown>,
       });
       stops.push(gw.stop);
       targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
@@ -160,6 +163,7 @@ const relay: BenchScenario = async (args) => {
   notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
     + `concurrency ${concurrencies.join(' and ')}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
+  if (values['gateway-config'] !== '{}') notes.push(`gateway config overrides: ${values['gateway-config']}`);
   notes.push(values.pin ? 'pinned: proxy on CPU 1, mocks on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
   notes.push('proxy req/s per core = 1e6 / proxy CPU µs per request: the ceiling of a proxy on one core, independent of '
     + 'the mock and client sharing the box (for nginx auto it is per core summed over workers)');
