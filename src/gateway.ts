@@ -56,7 +56,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     await registry.close();
     throw err;
   }
-  const tokenizer = await createTokenizeStage(cfg);
+  const tokenizer = await createTokenizeStage(cfg, metrics);
   const upstream = new UpstreamClient(cfg.upstream);
   const usage = UsageRecorder.fromConfig(cfg);
   const logStage: LogStage = log;

@@ -1,10 +1,15 @@
 // Builds the tokenize stage the pipeline calls: the PromptTokenizer (inline on the acceptor for small prompts,
-// Piscina workers for large ones, per-message token cache), with every tokenizer the pools use warmed up.
+// Piscina workers for large ones, per-message token cache), with every tokenizer the pools use warmed up and
+// its timings recorded in the gateway's metrics (workers report over the metrics channel).
 // Thread: main. Setup only.
 import type { GatewayConfig } from './config/schema.ts';
+import type { GatewayMetrics } from './metrics/metrics.ts';
 import { PromptTokenizer } from './tokenize/prompt-tokenizer.ts';
 
-export async function createTokenizeStage(cfg: GatewayConfig): Promise<PromptTokenizer> {
-  const names = [...new Set(cfg.pools.map((p) => p.tokenizer))];
-  return PromptTokenizer.create(cfg.tokenizer, names);
+export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics): Promise<PromptTokenizer> {
+  return PromptTokenizer.create(cfg.tokenizer, {
+    tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))],
+    inlineObserver: metrics.thread.tokenizeInline,
+    metricsChannel: metrics.workerChannel,
+  });
 }

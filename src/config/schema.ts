@@ -67,8 +67,12 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   tokenizer: z.strictObject({
     threads: z.number().int().min(0).max(64).default(1),
-    /** Prompts up to this many UTF-16 characters are tokenized inline on the acceptor (see native-bench). */
-    inline_max_chars: z.number().int().min(0).default(4096),
+    /**
+     * Uncached UTF-16 chars of the rendered chat segments (or the completion prompt's length) up to which a
+     * prompt is tokenized inline on the acceptor; above it, in a worker. Break-even measured at 512-1,024
+     * chars (npm run bench -- tokenize): a worker round trip costs the acceptor ~40-60 µs.
+     */
+    inline_max_chars: z.number().int().min(0).default(1024),
     cache_bytes: z.number().int().min(0).default(64 * 1024 * 1024),
   }).prefault({}),
   pools: z.array(poolSchema).min(1),
