@@ -63,6 +63,8 @@ const INVALID_VALUE: Array<[string, Route, Record<string, unknown>, string]> = [
   ['image content part', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[1]'],
   ['text part without text', 'chat', { model: 'm', messages: [{ role: 'user', content: [{ type: 'text' }] }] }, 'messages[0].content[0]'],
   ['content part null', 'chat', { model: 'm', messages: [{ role: 'user', content: [null] }] }, 'messages[0].content[0]'],
+  ['tools an object', 'chat', { ...chatBase, tools: { type: 'function' } }, 'tools'],
+  ['tools a string', 'chat', { ...chatBase, tools: 'none' }, 'tools'],
   ['prompt missing', 'completions', { model: 'm' }, 'prompt'],
   ['prompt a number', 'completions', { model: 'm', prompt: 5 }, 'prompt'],
   ['prompt an empty array', 'completions', { model: 'm', prompt: [] }, 'prompt'],
@@ -115,6 +117,9 @@ test('a minimal chat body parses with defaults: no stream, no usage, n 1, max to
   assert.equal(p.n, 1);
   assert.deepEqual(p.messages, chatBase.messages);
   assert.equal(p.prompt, null);
+  assert.equal(p.tools, null);
+  const tools = [{ type: 'function', function: { name: 'f', parameters: {} } }];
+  assert.deepEqual(asParsed(parse('chat', { ...chatBase, tools })).tools, tools, 'tools are kept for the chat template');
 });
 
 test('an assistant message may omit content (tool-call turns), and null stream/n/max_tokens count as absent', () => {
