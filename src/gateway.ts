@@ -21,6 +21,8 @@ import { fleetGaugeSources } from './fleet-gauges.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
+  /** BroadcastChannel name for worker metrics; unique per gateway when several run in one process (tests). */
+  metricsChannel?: string;
   logLevel?: LogLevel;
   logger?: Logger;
 }
@@ -42,13 +44,14 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const env = opts.env ?? {};
   const log = opts.logger ?? createLogger(opts.logLevel ?? 'info');
   if (!uwsIsNative) log.warn({}, 'uWebSockets.js native binary did not load; running on its slow JS fallback');
-  const metrics = new GatewayMetrics(cfg);
+  const metrics = new GatewayMetrics(cfg, opts.metricsChannel ? { workerChannel: opts.metricsChannel } : {});
   const registry = await ReplicaRegistry.start(cfg, {
     log: (level, message) => log[level]({ component: 'registry' }, message),
   });
   let quota: QuotaStore;
   try {
     quota = await createQuotaStore(cfg.quota, {
+      expectedGateways: cfg.quota.expected_gateways,
       onRedisError: (err) => log.warn({ component: 'quota', err: err.message }, 'redis error'),
       onStateChange: (up, detail) => log[up ? 'info' : 'error']({ component: 'quota' }, `redis ${up ? 'back' : 'down'}: ${detail}`),
     });
@@ -108,6 +111,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     log,
     async reload(next: GatewayConfig): Promise<void> {
       registry.reload(next);
+      metrics.reconfigure(next);
       services = build(next);
       server.setServices(services);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');

@@ -73,7 +73,7 @@ const quota: BenchScenario = async (args) => {
   // new pipeline whose first script call is sent as a full EVAL, and the batches are small.
   const piped = values.pipelined ? createRedisClient(url, { connectTimeoutMs: 2000, commandTimeoutMs: 1000, autoPipelining: true }) : null;
   const policyStore = await createQuotaStore({
-    backend: 'redis', redis_url: url, failure_mode: 'open', timeout_ms: 50, lease_ttl_ms: 600_000, key_prefix: `${prefix}:policy`,
+    backend: 'redis', redis_url: url, failure_mode: 'open', timeout_ms: 50, lease_ttl_ms: 600_000, expected_gateways: 1, key_prefix: `${prefix}:policy`,
   });
   for (const c of [raw, rawUncorked, ...(piped ? [piped] : [])]) if (c.status !== 'ready') await new Promise((r) => c.once('ready', r));
   const variants: Array<[string, QuotaStore]> = [

@@ -100,7 +100,10 @@ export const configSchema = z.strictObject({
     redis_url: z.string().optional(),
     failure_mode: z.enum(['open', 'closed']).default('open'),
     timeout_ms: z.number().int().positive().default(50),
-    lease_ttl_ms: z.number().int().positive().default(600000),
+    /** A crashed gateway's concurrency leases free this long after its last renewal (live ones renew every ttl/3). */
+    lease_ttl_ms: z.number().int().positive().default(60000),
+    /** Gateways sharing the tenants: while Redis is down and failing open, each admits 1/N of every limit. */
+    expected_gateways: z.number().int().positive().default(1),
     key_prefix: z.string().default('gw'),
   }).prefault({}),
   usage: z.strictObject({

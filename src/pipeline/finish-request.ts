@@ -45,7 +45,7 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     // Charged only when a replica produced output: prompt + output tokens; everything else is refunded.
     const used = ctx.ttftMs !== null || (ctx.status === 200 && !ctx.stream) ? ctx.inputTokens + ctx.outputTokens : 0;
     try {
-      await svc.quota.settle(tenant.limits, ctx.id, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
+      await svc.quota.settle(tenant.limits, ctx.quotaId, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
     } catch (err) {
       svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
     }

@@ -114,12 +114,18 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   // Quota: reserve prompt + max_tokens (times n) before any GPU sees the request.
   const cost = promptTokens + maxTokens * parsed.n;
   const quotaStart = performance.now();
-  const decision: QuotaDecision = await svc.quota.acquire(tenant.limits, ctx.id, cost);
+  const decision: QuotaDecision = await svc.quota.acquire(tenant.limits, ctx.quotaId, cost);
   ctx.queueMs = performance.now() - quotaStart;
   const limitHeaders = rateLimitHeaders(decision);
   if (!decision.ok) {
     svc.metrics?.quota(decision.code);
-    return reply(ctx, { code: decision.code, retryAfterSeconds: decision.retryAfterSeconds }, limitHeaders);
+    const never = decision.code === 'rate_limit_exceeded' && cost > decision.limitTokens;
+    return reply(ctx, {
+      code: decision.code,
+      retryAfterSeconds: decision.retryAfterSeconds,
+      // A request larger than the tenant's burst can never be admitted: say so instead of inviting a retry loop.
+      message: never ? `This request needs ${cost} tokens (prompt + max_tokens), more than the tenant's burst of ${decision.limitTokens}; lower max_tokens.` : undefined,
+    }, limitHeaders);
   }
   svc.metrics?.quota(decision.degraded ? 'degraded' : 'ok');
   ctx.quotaHeld = true;
@@ -138,6 +144,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
 
   const excluded: number[] = [];
   let last: Rejection | null = null;
+  let lastFailure = '';
   for (let attempt = 0; attempt < svc.cfg.upstream.max_attempts; attempt++) {
     const routed = svc.router.route({ poolId: pool.id, adapter: target.adapter, promptTokens, maxTokens, blockHashes: tokens.blockHashes, excluded });
     if (!routed.ok) {
@@ -148,7 +155,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     }
     if (attempt > 0) {
       ctx.retries++;
-      svc.metrics?.retry(pool.id, last?.code ?? 'unknown');
+      svc.metrics?.retry(pool.id, lastFailure);
     }
     excluded.push(routed.slot);
     ctx.slot = routed.slot;
@@ -170,11 +177,13 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     ctx.ledgerEntry = null;
     if (outcome.kind === 'sent') {
       svc.registry.reportDataPlaneSuccess(routed.slot);
+      if (outcome.failure !== null) svc.metrics?.upstreamError(outcome.failure);
       return;
     }
     if (outcome.kind === 'cancelled') return;
     last = outcome.rejection;
     const f = outcome.failure;
+    lastFailure = f;
     svc.metrics?.upstreamError(f === 'connect' ? 'connect' : f === 'status_5xx' ? 'status_5xx' : f === 'first_token_timeout' || f === 'headers_timeout' ? 'first_token_timeout' : 'reset');
     if (f === 'connect' || f === 'reset') svc.registry.reportDataPlaneFailure(routed.slot);
     svc.log.warn({ request_id: ctx.id, replica: routed.replicaId, failure: f, attempt: attempt + 1 }, 'upstream attempt failed before the first byte');

@@ -7,8 +7,15 @@ import type { UpstreamCall } from '../upstream/upstream-client.ts';
 import type { Route } from './parse-body.ts';
 import type { TenantIdentity } from './services.ts';
 
+let quotaSeq = 0;
+
 export class RequestContext {
   readonly id: string;
+  /**
+   * The quota lease's name: unique per request even when clients reuse an x-request-id (a reused id must not
+   * share or block another request's lease, nor race its settlement).
+   */
+  readonly quotaId: string;
   readonly route: Route;
   readonly sink: ClientSink;
   readonly startedAt: number;
@@ -49,6 +56,7 @@ export class RequestContext {
 
   constructor(id: string, route: Route, sink: ClientSink, startedAt: number) {
     this.id = id;
+    this.quotaId = `${id}.${(quotaSeq = (quotaSeq + 1) % 0x7fffffff).toString(36)}`;
     this.route = route;
     this.sink = sink;
     this.startedAt = startedAt;

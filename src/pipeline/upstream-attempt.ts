@@ -16,7 +16,8 @@ import { normaliseUpstreamError } from './upstream-error-body.ts';
 export type RetryKind = 'connect' | 'reset' | 'status_5xx' | 'first_token_timeout' | 'headers_timeout' | 'empty_response' | 'other';
 
 export type AttemptOutcome =
-  | { kind: 'sent' }
+  /** Answered: a stream (ended cleanly or by an error event after the first byte) or a body. */
+  | { kind: 'sent'; failure: 'mid_stream' | 'status_4xx' | null }
   | { kind: 'retry'; failure: RetryKind; rejection: Rejection }
   | { kind: 'cancelled' };
 
@@ -114,25 +115,28 @@ export class UpstreamAttempt implements UpstreamHandler {
     this.clearTimer();
     const ctx = this.ctx;
     ctx.upstreamMs += performance.now() - this.dispatchedAt;
-    if (ctx.cancelled) return this.finish({ kind: 'cancelled' });
+    if (ctx.cancelled) return this.cancelled();
     if (this.status === 200 && ctx.stream) {
       const relay = this.relay;
       if (relay === null) {
         return this.finish({ kind: 'retry', failure: 'empty_response', rejection: { code: 'upstream_unavailable', message: 'The replica ended the stream without a token.' } });
       }
       this.takeStreamFigures(relay);
+      let failure: 'mid_stream' | null = null;
       if (relay.upstreamError !== null) {
         ctx.code = 'upstream_error';
+        failure = 'mid_stream';
         ctx.sink.cork(() => relay.close());
       } else if (!relay.sawDone) {
         // The body ended cleanly at the HTTP level but the stream was cut short: never a fake [DONE].
         ctx.code = 'upstream_error';
+        failure = 'mid_stream';
         ctx.sink.cork(() => relay.fail({ code: 'upstream_error', message: 'The replica ended the stream before it was complete.' }));
       } else {
         ctx.sink.cork(() => relay.close());
       }
       ctx.status = 200;
-      return this.finish({ kind: 'sent' });
+      return this.finish({ kind: 'sent', failure });
     }
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     this.chunks = [];
@@ -144,7 +148,7 @@ export class UpstreamAttempt implements UpstreamHandler {
         ctx.sink.begin(200, this.headers);
         ctx.sink.end(body);
       });
-      return this.finish({ kind: 'sent' });
+      return this.finish({ kind: 'sent', failure: null });
     }
     const rejection = normaliseUpstreamError(this.status, body);
     if (this.status >= 500) return this.finish({ kind: 'retry', failure: 'status_5xx', rejection });
@@ -157,14 +161,14 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.sink.begin(this.status, [['content-type', 'application/json'], ...headers]);
       ctx.sink.end(bodyText);
     });
-    return this.finish({ kind: 'sent' });
+    return this.finish({ kind: 'sent', failure: 'status_4xx' });
   }
 
   onError(kind: UpstreamFailureKind, err: Error): void {
     this.clearTimer();
     const ctx = this.ctx;
     ctx.upstreamMs += performance.now() - this.dispatchedAt;
-    if (ctx.cancelled) return this.finish({ kind: 'cancelled' });
+    if (ctx.cancelled) return this.cancelled();
     const relay = this.relay;
     if (relay !== null) {
       // Bytes already reached the client: no retry. One error event ends the stream.
@@ -172,7 +176,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.status = 200;
       ctx.code = 'upstream_error';
       ctx.sink.cork(() => relay.fail({ code: 'upstream_error', message: 'The replica connection failed mid-stream.' }));
-      return this.finish({ kind: 'sent' });
+      return this.finish({ kind: 'sent', failure: 'mid_stream' });
     }
     if (this.timedOut) {
       return this.finish({ kind: 'retry', failure: 'first_token_timeout', rejection: { code: 'upstream_timeout' } });
@@ -185,6 +189,12 @@ export class UpstreamAttempt implements UpstreamHandler {
       ? { code: 'upstream_timeout' }
       : { code: 'upstream_unavailable', message: `The replica could not be reached (${(err as { code?: string }).code ?? err.message}).` };
     return this.finish({ kind: 'retry', failure, rejection });
+  }
+
+  /** The client left: keep what was relayed (billing counts it), then report the cancel. */
+  private cancelled(): void {
+    if (this.relay !== null) this.takeStreamFigures(this.relay);
+    this.finish({ kind: 'cancelled' });
   }
 
   private takeStreamFigures(relay: SseRelay): void {

@@ -52,6 +52,8 @@ export const DEFAULT_POOL: TestPool = {
   replicas: [{ profile: 'tiny', model: 'llama-3.1-8b-instruct' }, { profile: 'tiny', model: 'llama-3.1-8b-instruct' }],
 };
 
+let stacks = 0;
+
 export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
   const pools = opts.pools ?? [DEFAULT_POOL];
   const dir = mkdtempSync(join(tmpdir(), 'expediter-test-'));
@@ -88,7 +90,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       ...opts.config,
     };
     const cfg = parseConfig(raw);
-    const gateway = await startGateway(cfg, { logger: createLogger('silent') });
+    const gateway = await startGateway(cfg, { logger: createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}` });
     // The poller thread needs a moment (more on a loaded machine) for its first scrape of every replica.
     try {
       await waitFor(async () => (await fetch(`${gateway.url}/readyz`)).status === 200, 15000, 25);

@@ -24,7 +24,7 @@ const limits: TenantLimits = Object.freeze({ name: 'acme', tokensPerSecond: 1, b
 async function makeStore(failureMode: 'open' | 'closed', readyTimeoutMs = 3000): Promise<{ store: ResilientQuotaStore; prefix: string }> {
   const prefix = `test:${randomUUID()}`;
   const store = await createQuotaStore(
-    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: TIMEOUT_MS, lease_ttl_ms: 60_000, key_prefix: prefix },
+    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: TIMEOUT_MS, lease_ttl_ms: 60_000, expected_gateways: 1, key_prefix: prefix },
     { expectedGateways: 2, readyTimeoutMs },
   );
   assert.ok(store instanceof ResilientQuotaStore);
