@@ -1,7 +1,8 @@
 // Usage records through the `redis-stream:KEY` sink of the real gateway (real Redis at REDIS_URL, a stream
 // key unique to this run, deleted at the end): after a success, a non-streaming success, an upstream error,
-// a 404, a 429 and a client cancel, XRANGE holds exactly one entry per authenticated request, each with the
-// contract's fields and the values that request earned. A request with a bad key leaves no record.
+// a 404, a 429, a client cancel mid-stream and an abandoned non-streaming request, XRANGE holds exactly one
+// entry per authenticated request, each with the contract's fields and the values that request earned. A
+// request with a bad key leaves no record.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
@@ -47,11 +48,12 @@ async function fault(replica: string, spec: Record<string, unknown>): Promise<vo
   assert.equal(res.status, 200);
 }
 
-async function chat(key: string, id: string, body: Record<string, unknown>): Promise<Response> {
+async function chat(key: string, id: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
   return fetch(`${stack.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': id },
     body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'hello there' }], ...body }),
+    ...(signal ? { signal } : {}),
   });
 }
 
@@ -96,7 +98,16 @@ test('XRANGE holds one entry per request with the contract fields and the right 
     { authorization: `Bearer ${ALPHA_KEY}`, 'x-request-id': `${run}-cancel` });
   await s.waitFrames(3);
   s.destroy();
-  const ids = ['ok', 'plain', '404', '429', '502', 'cancel'].map((k) => `${run}-${k}`);
+  // a non-streaming request abandoned while the replica is still generating
+  const ac = new AbortController();
+  const abandoned = chat(ALPHA_KEY, `${run}-cancel-plain`, { max_tokens: 100, ignore_eos: true, stream: false }, ac.signal);
+  const engines = [...stack.replicas.values()].map((r) => r.engine);
+  const phase = (): string | undefined => engines.map((e) => e.snapshot().requests.find((r) => r.id === `${run}-cancel-plain`)?.state).find((x) => x !== undefined);
+  await waitFor(() => phase() === 'running', 5000, 5);
+  ac.abort();
+  await abandoned.then(() => assert.fail('the aborted fetch resolved'), (err: Error) => assert.equal(err.name, 'AbortError'));
+  await waitFor(() => phase() === 'aborted', 2000, 5);
+  const ids = ['ok', 'plain', '404', '429', '502', 'cancel', 'cancel-plain'].map((k) => `${run}-${k}`);
   const entries = await waitFor(async () => {
     const e = await streamEntries();
     return e.length >= ids.length ? e : null;
@@ -163,4 +174,8 @@ test('XRANGE holds one entry per request with the contract fields and the right 
   assert.equal(c.cancelled, true);
   assert.ok(c.ttft_ms !== null, 'the cancelled stream had its first token');
   assert.ok(c.output_tokens >= 2 && c.output_tokens < 200, `output tokens counted from what was relayed: ${c.output_tokens}`);
+
+  const cp = get('cancel-plain');
+  assert.deepEqual([cp.status, cp.cancelled, cp.ttft_ms, cp.output_tokens, cp.finish_reason], [499, true, null, 0, null], 'nothing was sent to the client');
+  assert.ok(replicas.includes(cp.replica!));
 });
