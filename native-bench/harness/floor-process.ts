@@ -11,15 +11,16 @@ export interface FloorRelay {
 }
 
 export async function startFloorRelay(o: { repoRoot: string; logDir: string; upstreams: readonly string[]; cpus?: string;
-  client?: 'undici' | 'raw'; }): Promise<FloorRelay> {
+  client?: 'undici' | 'raw'; server?: 'uws' | 'node'; }): Promise<FloorRelay> {
   const client = o.client ?? 'undici';
+  const server = o.server ?? 'uws';
   const port = await freePort();
   const proc = spawnTsx({
-    name: `floor relay (${client})`,
+    name: `floor relay (${server} + ${client})`,
     script: join(o.repoRoot, 'native-bench/harness/minimal-relay.ts'),
-    args: ['--port', String(port), '--client', client, ...o.upstreams.flatMap((u) => ['--upstream', u])],
+    args: ['--port', String(port), '--client', client, '--server', server, ...o.upstreams.flatMap((u) => ['--upstream', u])],
     cwd: o.repoRoot,
-    logPath: join(o.logDir, `floor-relay-${client}.log`),
+    logPath: join(o.logDir, `floor-relay-${server}-${client}.log`),
     cpus: o.cpus,
   });
   const url = `http://127.0.0.1:${port}`;

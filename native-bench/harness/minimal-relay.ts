@@ -4,7 +4,9 @@
 // quota, routing state, metrics or SSE parsing. The relay scenario runs it as the `floor` target: gateway CPU
 // minus floor CPU is what the gateway's own logic costs; floor minus nginx is what the Node stack costs.
 // Thread: main of its own process (`node --import tsx native-bench/harness/minimal-relay.ts --port N
-// --upstream URL ... [--client undici|raw]`). Hot path of this bench target only; prints `listening <port>` once ready.
+// --upstream URL ... [--client undici|raw] [--server uws|node]`). Hot path of this bench target only; prints `listening <port>` once ready.
+import { createServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
@@ -18,12 +20,14 @@ const { values } = parseArgs({
     upstream: { type: 'string', multiple: true, default: [] },
     /** undici (Pool.dispatch, what src/upstream uses) or raw (raw-h1-client.ts, a purpose-built parser). */
     client: { type: 'string', default: 'undici' },
+    /** uws (src/server/uws.ts, what the gateway uses) or node (node:http), for the front side. */
+    server: { type: 'string', default: 'uws' },
   },
 });
 const pools = values.upstream.map((u) => new Pool(u, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 }));
 const rawPools = values.upstream.map((u) => new RawH1Pool(u));
-if (pools.length === 0 || (values.client !== 'undici' && values.client !== 'raw')) {
-  console.error('usage: minimal-relay.ts --port N --upstream URL [--upstream URL ...] [--client undici|raw]');
+if (pools.length === 0 || (values.client !== 'undici' && values.client !== 'raw') || (values.server !== 'uws' && values.server !== 'node')) {
+  console.error('usage: minimal-relay.ts --port N --upstream URL [--upstream URL ...] [--client undici|raw] [--server uws|node]');
   process.exit(2);
 }
 const useRaw = values.client === 'raw';
@@ -31,16 +35,62 @@ let next = 0;
 
 const STATUS: Record<number, string> = { 200: '200 OK', 400: '400 Bad Request', 404: '404 Not Found', 500: '500 Internal Server Error', 502: '502 Bad Gateway' };
 
-function relay(res: HttpResponse, path: string, body: Buffer, state: { aborted: boolean }): void {
+/** The client side of one relayed response: status and headers go out with the first body bytes. */
+interface Front {
+  aborted: boolean;
+  data(status: number, contentType: string, chunk: Buffer): void;
+  finish(status: number, contentType: string, tail?: string): void;
+}
+
+/** uWS: every write from an upstream callback inside one cork (one send per upstream chunk), as src/server does. */
+class UwsFront implements Front {
+  aborted = false;
+  private started = false;
+  private readonly res: HttpResponse;
+  constructor(res: HttpResponse) {
+    this.res = res;
+  }
+  private head(status: number, contentType: string): void {
+    this.started = true;
+    this.res.writeStatus(STATUS[status] ?? `${status} Status`);
+    this.res.writeHeader('content-type', contentType);
+  }
+  data(status: number, contentType: string, chunk: Buffer): void {
+    this.res.cork(() => {
+      if (!this.started) this.head(status, contentType);
+      this.res.write(chunk);
+    });
+  }
+  finish(status: number, contentType: string, tail?: string): void {
+    this.res.cork(() => {
+      if (!this.started) this.head(status, contentType);
+      this.res.end(tail);
+    });
+  }
+}
+
+/** node:http, for comparison: res.write per upstream chunk (Node corks the chunked-encoding framing itself). */
+class NodeFront implements Front {
+  aborted = false;
+  private readonly res: ServerResponse;
+  constructor(res: ServerResponse) {
+    this.res = res;
+  }
+  data(status: number, contentType: string, chunk: Buffer): void {
+    if (!this.res.headersSent) this.res.writeHead(status, { 'content-type': contentType });
+    this.res.write(chunk);
+  }
+  finish(status: number, contentType: string, tail?: string): void {
+    if (!this.res.headersSent) this.res.writeHead(status, { 'content-type': contentType });
+    this.res.end(tail);
+  }
+}
+
+function relay(front: Front, path: string, body: Buffer): void {
   const index = next++ % pools.length;
   let status = 0;
   let contentType = 'application/json';
-  let started = false;
-  const begin = (): void => {
-    started = true;
-    res.writeStatus(STATUS[status] ?? `${status} Status`);
-    res.writeHeader('content-type', contentType);
-  };
+  let sentAny = false;
   const handler: Dispatcher.DispatchHandler = {
     // Present so undici 7 treats this as a new-API handler (it validates the legacy onConnect otherwise).
     onRequestStart() {},
@@ -50,30 +100,18 @@ function relay(res: HttpResponse, path: string, body: Buffer, state: { aborted: 
       if (typeof ct === 'string') contentType = ct;
     },
     onResponseData(_c, chunk) {
-      if (state.aborted) return;
-      res.cork(() => {
-        if (!started) begin();
-        res.write(chunk);
-      });
+      if (front.aborted) return;
+      sentAny = true;
+      front.data(status, contentType, chunk);
     },
     onResponseEnd() {
-      if (state.aborted) return;
-      res.cork(() => {
-        if (!started) begin();
-        res.end();
-      });
+      if (front.aborted) return;
+      front.finish(status, contentType);
     },
     onResponseError(_c, err) {
-      if (state.aborted) return;
-      res.cork(() => {
-        if (started) {
-          res.end();
-          return;
-        }
-        status = 502;
-        begin();
-        res.end(JSON.stringify({ error: { message: err.message, type: 'server_error', param: null, code: 'upstream_unavailable' } }));
-      });
+      if (front.aborted) return;
+      if (sentAny) front.finish(status, contentType);
+      else front.finish(502, 'application/json', JSON.stringify({ error: { message: err.message, type: 'server_error', param: null, code: 'upstream_unavailable' } }));
     },
   };
   if (useRaw) {
@@ -91,24 +129,43 @@ function relay(res: HttpResponse, path: string, body: Buffer, state: { aborted: 
 /** The raw client reuses the undici handler's callbacks, which ignore their controller argument. */
 const NO_CONTROLLER = null as unknown as Dispatcher.DispatchController;
 
-const app = createApp();
-app.get('/*', (res) => { res.writeStatus('404 Not Found').end(); });
-app.post('/*', (res, req) => {
-  const path = req.getUrl();
-  const state = { aborted: false };
-  res.onAborted(() => { state.aborted = true; });
-  const parts: Buffer[] = [];
-  res.onData((ab, isLast) => {
-    // uWS reuses `ab` after the callback returns, so each part is copied.
-    parts.push(Buffer.from(new Uint8Array(ab.slice(0))));
-    if (isLast) relay(res, path, parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts), state);
+if (values.server === 'node') {
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(404).end();
+      return;
+    }
+    const front = new NodeFront(res);
+    res.once('close', () => { if (!res.writableFinished) front.aborted = true; });
+    const parts: Buffer[] = [];
+    req.on('data', (b: Buffer) => parts.push(b));
+    req.on('end', () => relay(front, req.url ?? '/', parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts)));
   });
-});
-app.listen('127.0.0.1', Number(values.port), (socket) => {
-  if (!socket) {
-    console.error(`minimal-relay: cannot listen on ${values.port}`);
-    process.exit(1);
-  }
-  console.log(`listening ${listenPort(socket)}`);
-});
+  server.keepAliveTimeout = 60_000;
+  server.listen(Number(values.port), '127.0.0.1', () => {
+    const addr = server.address();
+    console.log(`listening ${typeof addr === 'object' && addr !== null ? addr.port : values.port}`);
+  });
+} else {
+  const app = createApp();
+  app.get('/*', (res) => { res.writeStatus('404 Not Found').end(); });
+  app.post('/*', (res, req) => {
+    const path = req.getUrl();
+    const front = new UwsFront(res);
+    res.onAborted(() => { front.aborted = true; });
+    const parts: Buffer[] = [];
+    res.onData((ab, isLast) => {
+      // uWS reuses `ab` after the callback returns, so each part is copied.
+      parts.push(Buffer.from(new Uint8Array(ab.slice(0))));
+      if (isLast) relay(front, path, parts.length === 1 ? parts[0] as Buffer : Buffer.concat(parts));
+    });
+  });
+  app.listen('127.0.0.1', Number(values.port), (socket) => {
+    if (!socket) {
+      console.error(`minimal-relay: cannot listen on ${values.port}`);
+      process.exit(1);
+    }
+    console.log(`listening ${listenPort(socket)}`);
+  });
+}
 process.once('SIGTERM', () => process.exit(0));

@@ -2,7 +2,7 @@
 // a replica, and how does it compare with a tuned nginx in front of the same replicas?
 // Targets: direct (client round-robins over the mocks), gateway (round-robin policy, memory quota), floor (the
 // gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for a purpose-built
-// HTTP/1.1 client), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
+// HTTP/1.1 client; `floor-node` swaps uWS for node:http), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
 // JSON, at concurrency 32 (and any others listed: `--concurrency 32,1` adds an unloaded-latency pass).
 // Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
 // figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
@@ -39,7 +39,7 @@ const relay: BenchScenario = async (args) => {
       'time-scale': { type: 'string', default: '0.01' },
       'max-tokens': { type: 'string', default: '16' },
       modes: { type: 'string', default: 'stream,json' },
-      targets: { type: 'string', default: 'direct,gateway,floor,floor-raw,nginx,nginx-auto' },
+      targets: { type: 'string', default: 'direct,gateway,floor,floor-raw,floor-node,nginx,nginx-auto' },
       pin: { type: 'boolean', default: false },
       'cpu-prof': { type: 'boolean', default: false },
       'keep-logs': { type: 'boolean', default: false },
@@ -85,9 +85,9 @@ const relay: BenchScenario = async (args) => {
       stops.push(gw.stop);
       targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
     }
-    for (const [name, client] of [['floor', 'undici'], ['floor-raw', 'raw']] as const) {
+    for (const [name, client, server] of [['floor', 'undici', 'uws'], ['floor-raw', 'raw', 'uws'], ['floor-node', 'undici', 'node']] as const) {
       if (!wanted.includes(name)) continue;
-      const floor = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), cpus: proxyCpus, client });
+      const floor = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), cpus: proxyCpus, client, server });
       stops.push(floor.stop);
       targets.push({ name, origins: [floor.url], proxyPids: [floor.proc.pid] });
     }
