@@ -34,6 +34,8 @@ export interface Gateway {
   readonly registry: ReplicaRegistry;
   readonly metrics: GatewayMetrics;
   readonly log: Logger;
+  /** Completion requests in flight (the acceptor's count). */
+  readonly inflightCount: number;
   /** Applies a new config: membership, tenants, routing, models. The listen address does not change. */
   reload(cfg: GatewayConfig): Promise<void>;
   /** Stops accepting, lets in-flight requests finish up to graceMs, flushes usage sinks, stops threads. */
@@ -109,6 +111,9 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     registry,
     metrics,
     log,
+    get inflightCount() {
+      return server.inflightCount;
+    },
     async reload(next: GatewayConfig): Promise<void> {
       registry.reload(next);
       metrics.reconfigure(next);

@@ -53,7 +53,7 @@ let stopping = false;
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
-  log.info({ signal, inflight: gateway.services.cfg.server.shutdown_grace_ms }, 'draining');
+  log.info({ signal, inflight: gateway.inflightCount, grace_ms: gateway.services.cfg.server.shutdown_grace_ms }, 'draining');
   await gateway.close();
   process.exit(0);
 }

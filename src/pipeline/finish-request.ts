@@ -82,7 +82,8 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     durationSeconds: durationMs / 1000,
     upstreamSeconds: ctx.upstreamMs / 1000,
     queueSeconds: ctx.queueMs / 1000,
-    inputTokens: ctx.inputTokens,
+    // Token counters measure work sent to replicas: a request refused before routing counts none.
+    inputTokens: ctx.replicaId === null ? 0 : ctx.inputTokens,
     outputTokens: ctx.outputTokens,
     cachedTokens: ctx.cachedTokens,
     predictedCachedTokens: null,

@@ -9,6 +9,7 @@ import { UwsSink } from './uws-sink.ts';
 import { readBody } from './read-request.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
+import { finishRequest } from '../pipeline/finish-request.ts';
 import type { RequestContext } from '../pipeline/request-context.ts';
 import type { Services } from '../pipeline/services.ts';
 import type { Route } from '../pipeline/parse-body.ts';
@@ -98,15 +99,24 @@ export class GatewayServer {
     const ctx = newContext(route, sink, requestId);
     if (this.draining) {
       this.json(res, 503, errorBody({ code: 'shutting_down' }), [['retry-after', '1'], ['connection', 'close']], sink);
+      this.refused(svc, ctx, 503, 'shutting_down');
       return;
     }
     if (contentType && !contentType.toLowerCase().startsWith('application/json')) {
       this.json(res, 415, errorBody({ code: 'unsupported_media_type' }), [['x-request-id', ctx.id]], sink);
+      this.refused(svc, ctx, 415, 'unsupported_media_type');
       return;
     }
     const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes);
     this.inflight.add(ctx);
     void handleCompletion(svc, ctx, { route, authorization, body }).finally(() => this.inflight.delete(ctx));
+  }
+
+  /** A completion answered before the pipeline ran still counts in metrics and the log (no tenant yet, so no usage record). */
+  private refused(svc: Services, ctx: RequestContext, status: number, code: string): void {
+    ctx.status = status;
+    ctx.code = code;
+    void finishRequest(svc, ctx);
   }
 
   private models(res: HttpResponse, req: HttpRequest): void {
