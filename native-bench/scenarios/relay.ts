@@ -45,6 +45,8 @@ const relay: BenchScenario = async (args) => {
       'keep-logs': { type: 'boolean', default: false },
       /** JSON merged over the generated gateway config, per top-level section: '{"registry":{"scrape_interval_ms":1000}}'. */
       'gateway-config': { type: 'string', default: '{}' },
+      /** Extra node flags for the gateway, space-separated (e.g. "--trace-gc"); see its log with --keep-logs. */
+      'gateway-node-args': { type: 'string', default: '' },
     },
   });
   const requests = Number(values.requests);
@@ -81,6 +83,7 @@ const relay: BenchScenario = async (args) => {
       const gw = await startGatewayProcess({
         repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, cpus: proxyCpus, cpuProfDir,
         configOverrides: JSON.parse(values['gateway-config']) as Record<string, unknown>,
+        nodeArgs: values['gateway-node-args'].split(' ').filter((a) => a.length > 0),
       });
       stops.push(gw.stop);
       targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
