@@ -54,7 +54,6 @@ export const configSchema = z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: z.number().int().min(0).max(65535).default(8080),
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
-    max_header_bytes: z.number().int().positive().default(16 * 1024),
     shutdown_grace_ms: z.number().int().min(0).default(30000),
   }).prefault({}),
   upstream: z.strictObject({
