@@ -10,7 +10,7 @@ import type { Rejection } from '../errors/gateway-error.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
-import { parseBody, upstreamBody, type Route } from './parse-body.ts';
+import { parseBody, upstreamBody, type ParsedBody, type Route } from './parse-body.ts';
 import { RequestContext } from './request-context.ts';
 import type { Services } from './services.ts';
 import { UpstreamAttempt, type AttemptOutcome } from './upstream-attempt.ts';
@@ -52,7 +52,7 @@ function onClientAbort(svc: Services, ctx: RequestContext): void {
   if (ctx.finished || ctx.cancelled) return;
   ctx.cancelled = true;
   ctx.cancelledAt = performance.now();
-  ctx.abort.abort();
+  ctx.abortSignal();
   const call = ctx.call;
   if (call !== null) call.abort();
   svc.metrics?.cancelled(ctx.phase, (performance.now() - ctx.cancelledAt) / 1000);
@@ -91,7 +91,9 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
       parsed.messages !== null
         ? { pool, kind: 'chat', messages: parsed.messages, tools: parsed.tools, adapter: target.adapter }
         : { pool, kind: 'completion', prompt: parsed.prompt!, adapter: target.adapter },
-      ctx.abort.signal,
+      // Prompts up to the inline cut-off take well under a millisecond to tokenize: nothing worth cancelling,
+      // so no signal (and no AbortController) is built for them.
+      promptChars(parsed) > svc.cfg.tokenizer.inline_max_chars ? ctx.signal() : undefined,
     );
   } catch (err) {
     if (ctx.cancelled) return;
@@ -190,6 +192,20 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     if (ctx.cancelled) return;
   }
   return reply(ctx, last ?? { code: 'upstream_unavailable' }, limitHeaders);
+}
+
+/** Characters of prompt text: an upper bound of what the tokenizer may have to encode uncached. */
+function promptChars(p: ParsedBody): number {
+  if (p.prompt !== null) return typeof p.prompt === 'string' ? p.prompt.length : p.prompt.length;
+  let n = 0;
+  const msgs = p.messages!;
+  for (let i = 0; i < msgs.length; i++) {
+    const c = msgs[i]!.content;
+    if (typeof c === 'string') n += c.length;
+    else if (c !== null) for (const part of c) n += part.text?.length ?? 0;
+  }
+  // tools render into the prompt as JSON: count them as large
+  return p.tools !== null ? n + 1_000_000 : n;
 }
 
 function rateLimitHeaders(d: QuotaDecision): HeaderList {

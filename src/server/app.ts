@@ -82,7 +82,7 @@ export class GatewayServer {
     const deadline = Date.now() + graceMs;
     while (this.inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const ctx of this.inflight) {
-      ctx.abort.abort();
+      ctx.abortSignal();
       ctx.call?.abort();
     }
     while (this.inflight.size > 0 && Date.now() < deadline + 2000) await new Promise((r) => setTimeout(r, 10));
