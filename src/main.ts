@@ -41,6 +41,10 @@ async function reload(reason: string): Promise<void> {
   }
 }
 
+// A rejected promise nobody awaited is a bug; log it with its stack rather than let Node 20 kill the process
+// (and every stream on it).
+process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+
 process.on('SIGHUP', () => void reload('SIGHUP'));
 let debounce: NodeJS.Timeout | null = null;
 watch(path, () => {

@@ -109,14 +109,16 @@ export class GatewayServer {
     }
     const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes);
     this.inflight.add(ctx);
-    void handleCompletion(svc, ctx, { route, authorization, body }).finally(() => this.inflight.delete(ctx));
+    handleCompletion(svc, ctx, { route, authorization, body })
+      .catch((err: unknown) => svc.log.error({ err, request_id: ctx.id }, 'request settlement failed'))
+      .finally(() => this.inflight.delete(ctx));
   }
 
   /** A completion answered before the pipeline ran still counts in metrics and the log (no tenant yet, so no usage record). */
   private refused(svc: Services, ctx: RequestContext, status: number, code: string): void {
     ctx.status = status;
     ctx.code = code;
-    void finishRequest(svc, ctx);
+    finishRequest(svc, ctx).catch((err: unknown) => svc.log.error({ err, request_id: ctx.id }, 'request settlement failed'));
   }
 
   private models(res: HttpResponse, req: HttpRequest): void {
