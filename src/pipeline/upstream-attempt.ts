@@ -7,6 +7,7 @@ import { errorBody } from '../errors/openai-error-body.ts';
 import type { Rejection } from '../errors/gateway-error.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
+import { jsonFigures } from '../relay/json-figures.ts';
 import type { UpstreamFailureKind } from '../upstream/upstream-errors.ts';
 import type { UpstreamCall, UpstreamHandler } from '../upstream/upstream-client.ts';
 import type { InflightLedger } from '../registry/inflight-ledger.ts';
@@ -210,22 +211,14 @@ export class UpstreamAttempt implements UpstreamHandler {
   }
 
   private takeJsonFigures(body: Buffer): void {
+    const f = jsonFigures(body);
+    // A body we cannot read is still passed through; billing keeps the gateway's own prompt count.
+    if (f === null) return;
     const ctx = this.ctx;
-    try {
-      const parsed = JSON.parse(body.toString('utf8')) as {
-        usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null };
-        choices?: Array<{ finish_reason?: string | null }>;
-      };
-      const u = parsed.usage;
-      if (u) {
-        ctx.outputTokens = u.completion_tokens ?? 0;
-        ctx.cachedTokens = u.prompt_tokens_details?.cached_tokens ?? 0;
-        if (u.prompt_tokens) ctx.inputTokens = u.prompt_tokens;
-      }
-      ctx.finishReason = parsed.choices?.[0]?.finish_reason ?? null;
-    } catch {
-      // Passed through as is; billing keeps the gateway's own prompt count.
-    }
+    ctx.outputTokens = f.completionTokens;
+    ctx.cachedTokens = f.cachedTokens;
+    if (f.promptTokens > 0) ctx.inputTokens = f.promptTokens;
+    ctx.finishReason = f.finishReason;
   }
 
   private clearTimer(): void {
