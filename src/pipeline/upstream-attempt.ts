@@ -43,6 +43,12 @@ export class UpstreamAttempt implements UpstreamHandler {
   private readonly onResume = (): void => {
     this.call?.resume();
   };
+  /** The chunk being relayed, read by pushChunk inside cork: one bound function per attempt, no closure per chunk. */
+  private chunk: Buffer | null = null;
+  private readonly pushChunk = (): void => {
+    this.push(this.relay!, this.chunk!);
+    this.chunk = null;
+  };
 
   constructor(ctx: RequestContext, ledger: InflightLedger, clientHeaders: HeaderList, firstTokenTimeoutMs: number, resolve: (o: AttemptOutcome) => void) {
     this.ctx = ctx;
@@ -90,7 +96,8 @@ export class UpstreamAttempt implements UpstreamHandler {
         this.push(relay!, chunk);
       });
     } else {
-      sink.cork(() => this.push(relay!, chunk));
+      this.chunk = chunk;
+      sink.cork(this.pushChunk);
     }
     const delta = relay.tokens - this.relayedTokens;
     if (delta > 0 && ctx.ledgerEntry !== null) {
