@@ -97,9 +97,12 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     );
   } catch (err) {
     if (ctx.cancelled) return;
+    if (ctx.shutdownAborted) return reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, []);
+    if ((err as Error).name !== 'ChatTemplateError') throw err;
     return reply(ctx, { code: 'invalid_value', param: parsed.messages !== null ? 'messages' : 'prompt', message: `The prompt could not be tokenized: ${(err as Error).message}` }, []);
   }
   if (ctx.cancelled) return;
+  if (ctx.shutdownAborted) return reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, []);
   const promptTokens = tokens.promptTokens;
   ctx.inputTokens = promptTokens;
   const room = pool.max_context_tokens - promptTokens;
@@ -133,6 +136,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   ctx.quotaHeld = true;
   ctx.reservedTokens = cost;
   if (ctx.cancelled) return;
+  if (ctx.shutdownAborted) return reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, limitHeaders);
 
   const servedModel = target.adapter ?? pool.model;
   const upstreamReq = {
@@ -183,6 +187,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
       return;
     }
     if (outcome.kind === 'cancelled') return;
+    if (ctx.shutdownAborted) return reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, limitHeaders);
     last = outcome.rejection;
     const f = outcome.failure;
     lastFailure = f;

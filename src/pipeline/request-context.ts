@@ -44,6 +44,8 @@ export class RequestContext {
   quotaHeld = false;
   retries = 0;
   cancelled = false;
+  /** The gateway gave up on this request at the end of its shutdown grace period (not the client's doing). */
+  shutdownAborted = false;
   /** Client disconnect time (performance.now ms), for cancellation latency. */
   cancelledAt = 0;
   ttftMs: number | null = null;

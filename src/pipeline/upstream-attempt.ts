@@ -178,6 +178,13 @@ export class UpstreamAttempt implements UpstreamHandler {
     ctx.upstreamMs += performance.now() - this.dispatchedAt;
     if (ctx.cancelled) return this.cancelled();
     const relay = this.relay;
+    if (relay !== null && relay.sawDone && relay.upstreamError === null) {
+      // The stream was complete ([DONE] relayed) and only the socket's end failed: a clean finish.
+      this.takeStreamFigures(relay);
+      ctx.status = 200;
+      ctx.sink.cork(() => relay.close());
+      return this.finish({ kind: 'sent', failure: null });
+    }
     if (relay !== null) {
       // Bytes already reached the client: no retry. One error event ends the stream.
       this.takeStreamFigures(relay);

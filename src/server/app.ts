@@ -82,6 +82,8 @@ export class GatewayServer {
     const deadline = Date.now() + graceMs;
     while (this.inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const ctx of this.inflight) {
+      // Mark first: the aborts below make stages fail, and they must answer shutting_down, not retry or 400.
+      ctx.shutdownAborted = true;
       ctx.abortSignal();
       ctx.call?.abort();
     }

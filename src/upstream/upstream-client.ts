@@ -73,7 +73,14 @@ class Attempt implements UpstreamCall, Dispatcher.DispatchHandler {
   abort(): void {
     if (this.done || this.abortRequested) return;
     this.abortRequested = true;
-    this.controller?.abort(abortError());
+    if (this.controller !== null) {
+      this.controller.abort(abortError());
+      return;
+    }
+    // Still queued in the replica's Pool (every connection busy, or connecting): settle now instead of when a
+    // connection frees up; when undici reaches it, onRequestStart aborts it before a byte is written.
+    this.done = true;
+    this.handler.onError('aborted', abortError());
   }
 }
 
