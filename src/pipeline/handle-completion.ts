@@ -12,13 +12,14 @@ import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
 import { parseBody, upstreamBody, type ParsedBody, type Route } from './parse-body.ts';
 import { RequestContext } from './request-context.ts';
-import type { Services } from './services.ts';
+import type { Services, TenantIdentity } from './services.ts';
 import { UpstreamAttempt, type AttemptOutcome } from './upstream-attempt.ts';
 import { finishRequest, reply } from './finish-request.ts';
 
 export interface IncomingCompletion {
   route: Route;
-  authorization: string | undefined;
+  /** Authenticated from the Authorization header before the body is read (src/server/app.ts). */
+  tenant: TenantIdentity;
   /** Resolves with the body, or null when the client went away or the body was over the limit (already answered). */
   body: Promise<Buffer | null>;
 }
@@ -59,8 +60,7 @@ function onClientAbort(svc: Services, ctx: RequestContext): void {
 }
 
 async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion): Promise<void> {
-  const tenant = svc.auth.authenticate(req.authorization);
-  if (tenant === null) return reply(ctx, { code: 'invalid_api_key' }, []);
+  const tenant = req.tenant;
   ctx.tenant = tenant;
 
   const bytes = await req.body;

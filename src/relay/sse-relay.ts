@@ -15,6 +15,8 @@ const ERROR_PREFIX = Buffer.from('data: {"error"');
 const EMPTY_CHOICES = Buffer.from('"choices":[]');
 const FINISH = Buffer.from('"finish_reason":"');
 const NL = 0x0a;
+/** Largest single SSE event accepted from a replica (a token chunk is ~200 bytes; a usage chunk ~300). */
+const MAX_EVENT_BYTES = 1024 * 1024;
 
 export interface RelayUsage {
   promptTokens: number;
@@ -36,6 +38,8 @@ export class SseRelay {
   private readonly dropUsage: boolean;
   private readonly isChat: boolean;
   private backpressured = false;
+  /** The client response was ended (at [DONE], or by close/fail). */
+  private ended = false;
 
   constructor(sink: ClientSink, dropUsage: boolean, isChat: boolean) {
     this.sink = sink;
@@ -80,8 +84,22 @@ export class SseRelay {
     }
     if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
     if (eventStart < len && this.upstreamError === null && !this.sawDone) {
+      if (len - eventStart > MAX_EVENT_BYTES) {
+        // A replica that never ends its event would make this grow until the body timeout.
+        this.upstreamError = { code: 'upstream_error', message: 'The replica sent an SSE event larger than 1 MiB.' };
+        return this.backpressured;
+      }
       // Keep the partial event. Copy: the upstream Buffer may be reused by the socket layer.
       this.pending = Buffer.from(buf.subarray(eventStart));
+    }
+    if (this.sawDone && this.upstreamError === null && !this.ended) {
+      // [DONE] is relayed: the stream is complete for the client. End it now rather than at the upstream
+      // body's end, so a client that leaves right after [DONE] is not counted as a cancel.
+      this.ended = true;
+      this.sink.end();
+      // uWS owns what is left to flush; the upstream must not stay paused waiting for a drain that will
+      // never be reported on an ended response.
+      return false;
     }
     return this.backpressured;
   }
@@ -93,11 +111,15 @@ export class SseRelay {
 
   /** Ends the client stream after a failure: one error event, never a [DONE]. */
   fail(r: Rejection): void {
+    if (this.ended) return;
+    this.ended = true;
     this.sink.end(errorEvent(r));
   }
 
   /** Ends the client stream after the upstream body ended. */
   close(): void {
+    if (this.ended) return;
+    this.ended = true;
     if (this.upstreamError !== null) {
       this.sink.end(errorEvent(this.upstreamError));
     } else {

@@ -109,9 +109,16 @@ export class GatewayServer {
       this.refused(svc, ctx, 415, 'unsupported_media_type');
       return;
     }
+    // Authenticate before reading (and allocating) the body: an unauthenticated client reserves no memory.
+    const tenant = svc.auth.authenticate(authorization);
+    if (tenant === null) {
+      this.json(res, 401, errorBody({ code: 'invalid_api_key' }), [['x-request-id', ctx.id]], sink);
+      this.refused(svc, ctx, 401, 'invalid_api_key');
+      return;
+    }
     const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes);
     this.inflight.add(ctx);
-    handleCompletion(svc, ctx, { route, authorization, body })
+    handleCompletion(svc, ctx, { route, tenant, body })
       .catch((err: unknown) => svc.log.error({ err, request_id: ctx.id }, 'request settlement failed'))
       .finally(() => this.inflight.delete(ctx));
   }
