@@ -115,7 +115,11 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       return server.inflightCount;
     },
     async reload(next: GatewayConfig): Promise<void> {
+      const before = new Set(services.cfg.pools.flatMap((p) => p.replicas.map((r) => r.url)));
+      for (const p of next.pools) for (const r of p.replicas) before.delete(r.url);
       registry.reload(next);
+      // Removed replicas: their connection pools close once the requests still on them finish.
+      for (const url of before) void upstream.forget(url);
       metrics.reconfigure(next);
       services = build(next);
       server.setServices(services);
