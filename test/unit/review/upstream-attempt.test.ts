@@ -1,11 +1,11 @@
 // Review: UpstreamAttempt (src/pipeline/upstream-attempt.ts) driven directly with a recording sink and a
-// stub ledger, for the outcomes at the edge of "after the first byte".
+// real in-flight ledger, for the outcomes at the edge of "after the first byte".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UpstreamAttempt, type AttemptOutcome } from '../../../src/pipeline/upstream-attempt.ts';
 import { RequestContext } from '../../../src/pipeline/request-context.ts';
 import type { ClientSink, HeaderList } from '../../../src/relay/client-sink.ts';
-import type { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
+import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { UpstreamCall } from '../../../src/upstream/upstream-client.ts';
 
 class RecordingSink implements ClientSink {
@@ -37,7 +37,7 @@ class RecordingSink implements ClientSink {
   }
 }
 
-const ledger = { firstToken() {}, tokens() {}, end() {}, dispatch() { return null; } } as unknown as InflightLedger;
+const ledger = new InflightLedger(1);
 const call: UpstreamCall = { pause() {}, resume() {}, abort() {}, done: false };
 
 function attempt(stream: boolean): { a: UpstreamAttempt; sink: RecordingSink; ctx: RequestContext; outcomes: AttemptOutcome[] } {
