@@ -48,6 +48,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   if (!uwsIsNative) log.warn({}, 'uWebSockets.js native binary did not load; running on its slow JS fallback');
   const metrics = new GatewayMetrics(cfg, opts.metricsChannel ? { workerChannel: opts.metricsChannel } : {});
   const registry = await ReplicaRegistry.start(cfg, {
+    metricsChannel: metrics.workerChannel,
     log: (level, message) => log[level]({ component: 'registry' }, message),
   });
   let quota: QuotaStore;

@@ -27,6 +27,8 @@ export type RestartListener = (slot: number) => void;
 export type StateListener = (slot: number, state: number, reason: string) => void;
 
 export interface RegistryOptions {
+  /** The gateway metrics' worker channel: the poller thread reports scrape durations and results there. */
+  metricsChannel?: string;
   /** Where registry events go; console by default (the observability engineer plugs pino in here). */
   log?: (level: 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -45,6 +47,7 @@ export class ReplicaRegistry {
   private restartTimer: NodeJS.Timeout | null = null;
   private closing = false;
   private readonly log: NonNullable<RegistryOptions['log']>;
+  private readonly metricsChannel: string | undefined;
 
   private constructor(cfg: GatewayConfig, opts: RegistryOptions) {
     const slots = cfg.registry.max_replicas;
@@ -53,6 +56,7 @@ export class ReplicaRegistry {
     this.settings = settingsOf(cfg);
     this.dataPlaneDownAfter = cfg.registry.down_after_failures;
     this.log = opts.log ?? defaultLog;
+    this.metricsChannel = opts.metricsChannel;
     this.set = new ReplicaSet(slots, this.ledger, (msg) => this.send(msg));
   }
 
@@ -184,7 +188,10 @@ export class ReplicaRegistry {
   }
 
   private spawnPoller(): Promise<void> {
-    const data: PollerWorkerData = { tableBuffer: this.table.buffer, settings: this.settings };
+    const data: PollerWorkerData = {
+      tableBuffer: this.table.buffer, settings: this.settings,
+      ...(this.metricsChannel !== undefined ? { metricsChannel: this.metricsChannel } : {}),
+    };
     const w = spawnWorker(POLLER_URL, { workerData: data, name: 'replica-poller' });
     this.worker = w;
     return new Promise<void>((resolve, reject) => {

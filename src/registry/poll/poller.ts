@@ -65,11 +65,17 @@ export class ReplicaPoller {
   private timer: NodeJS.Timeout | null = null;
   /** Scrapes completed since start (diagnostics, benchmarks). */
   scrapesCompleted = 0;
+  /** Each finished scrape's duration and result, for the gateway's metrics (null: not recorded). */
+  private readonly onScrape: ((seconds: number, result: 'ok' | 'error' | 'timeout') => void) | null;
 
-  constructor(tableBuffer: SharedArrayBuffer, settings: PollerSettings, post: (msg: FromPoller) => void) {
+  constructor(
+    tableBuffer: SharedArrayBuffer, settings: PollerSettings, post: (msg: FromPoller) => void,
+    onScrape: ((seconds: number, result: 'ok' | 'error' | 'timeout') => void) | null = null,
+  ) {
     this.writer = new ReplicaTableWriter(tableBuffer);
     this.settings = settings;
     this.post = post;
+    this.onScrape = onScrape;
     this.targets = new Array<Target | undefined>(this.writer.slots);
     // Two sockets per replica (metrics and health run in parallel); LIFO keeps the warm one in use.
     this.agent = new Agent({ keepAlive: true, maxSockets: 2, maxFreeSockets: 2, scheduling: 'lifo' });
@@ -265,6 +271,7 @@ export class ReplicaPoller {
     }
     s.metricsBody = '';
     this.scrapesCompleted++;
+    if (this.onScrape !== null) this.onScrape((nowMs - s.startedAtMs) / 1000, ok ? 'ok' : s.failure === FAILURE_KIND.TIMEOUT ? 'timeout' : 'error');
     this.writer.write(tracker.slot, tracker.row);
     this.emit(tracker, events, ok);
   }

@@ -14,6 +14,8 @@ export interface PollerSettings {
 export interface PollerWorkerData {
   tableBuffer: SharedArrayBuffer;
   settings: PollerSettings;
+  /** BroadcastChannel of the gateway's metrics; the poller reports each scrape there when set. */
+  metricsChannel?: string;
 }
 
 /** Main → poller. Ordered (one MessagePort), so an unassign always lands before a reuse of the same slot. */

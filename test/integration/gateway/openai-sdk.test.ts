@@ -154,3 +154,10 @@ test('echoes the client x-request-id and uses it in the usage record', async () 
   assert.equal(rec.retries, 0);
   assert.ok(rec.replica?.startsWith('8b-'));
 });
+
+test('the poller thread reports its scrapes on the gateway /metrics page', async () => {
+  const page = await (await fetch(`${stack.url}/metrics`)).text();
+  const ok = /^gateway_replica_scrapes_total\{[^}]*result="ok"[^}]*\} (\d+)/m.exec(page);
+  assert.ok(ok && Number(ok[1]) > 0, 'scrapes counted from the poller thread');
+  assert.match(page, /^gateway_replica_scrape_duration_seconds_count(\{[^}]*\})? [1-9]/m);
+});
