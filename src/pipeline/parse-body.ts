@@ -107,7 +107,7 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
 }
 
 /** The body sent to the replica. */
-export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: number): Buffer {
+export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: number): string {
   const out: Record<string, unknown> = { ...p.raw, model: servedModel };
   delete out.max_completion_tokens;
   out.max_tokens = maxTokens;
@@ -115,5 +115,5 @@ export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: numb
     const so = (p.raw.stream_options ?? {}) as Record<string, unknown>;
     out.stream_options = { ...so, include_usage: true };
   }
-  return Buffer.from(JSON.stringify(out));
+  return JSON.stringify(out);
 }

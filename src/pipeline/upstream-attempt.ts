@@ -78,7 +78,10 @@ export class UpstreamAttempt implements UpstreamHandler {
         this.call?.abort();
         return;
       }
-      this.chunks.push(chunk);
+      // The chunk is a view of the client's shared read buffer: keep a copy.
+      const copy = Buffer.allocUnsafe(chunk.length);
+      chunk.copy(copy);
+      this.chunks.push(copy);
       return;
     }
     let relay = this.relay;

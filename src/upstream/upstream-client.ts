@@ -1,16 +1,19 @@
-// The upstream client: one undici Pool per replica URL (keep-alive, bounded connections, connect timeout),
-// driven through undici's low-level dispatch() so the relay sees raw Buffers and can pause the socket read
-// when the client is slow. Thread: main. Hot path: one dispatch per attempt, one callback per upstream chunk.
-// Why dispatch and not request()/fetch(): no Readable stream or WHATWG stream per response, no per-chunk
-// promise; pause/resume map straight onto the socket (measured in native-bench/scenarios/relay.ts).
-import { Pool } from 'undici';
-import type { Dispatcher } from 'undici';
-import type { GatewayConfig } from '../config/schema.ts';
-import { classifyUpstreamError, type UpstreamFailureKind } from './upstream-errors.ts';
+// The upstream client: per replica a pool of keep-alive HTTP/1.1 connections (h1-connection.ts), bounded by
+// connections_per_replica, with a FIFO of attempts waiting for one; connect timeout, headers timeout and body
+// (idle) timeout; pause/resume mapped onto the socket read; abort destroys the socket, which vLLM sees as a
+// client disconnect and answers by aborting the sequence.
+// Why not undici: measured in native-bench (`relay`, targets floor vs floor-raw), undici's dispatch path cost
+// the relay 35 % of its CPU on 19-frame streams (a Readable-free path still allocates per read and runs a
+// wasm parser call per chunk); this client reads into one shared buffer and parses only what vLLM sends.
+// Thread: main. Hot path: one dispatch per attempt (one string write), one callback per socket read; the
+// timeouts cost nothing per request: one sweeper timer per client checks every connection each 100 ms.
+import { H1Connection, upstreamError, type H1ConnectionOwner, type H1Exchange } from './h1-connection.ts';
+import type { UpstreamFailureKind } from './upstream-errors.ts';
 
 /** Callbacks of one upstream attempt. Exactly one of onEnd / onError is called, once. */
 export interface UpstreamHandler {
-  onStart(status: number, headers: Record<string, string | string[] | undefined>): void;
+  onStart(status: number): void;
+  /** A view valid only during the call: copy what must outlive it. */
   onData(chunk: Buffer): void;
   onEnd(): void;
   onError(kind: UpstreamFailureKind, err: Error): void;
@@ -25,62 +28,95 @@ export interface UpstreamCall {
   readonly done: boolean;
 }
 
-class Attempt implements UpstreamCall, Dispatcher.DispatchHandler {
+export interface UpstreamRequest {
+  path: string;
+  /** The JSON body, written with the head in one string. */
+  body: string;
+  /** Extra request headers (values must not contain CR or LF; checked). */
+  headers: Record<string, string>;
+  /** Time from the request's write to the response head: for streams vLLM sends it at once; for non-streams only at the end. */
+  headersTimeoutMs: number;
+  /** Longest silence between two reads of the body. */
+  bodyTimeoutMs: number;
+}
+
+export interface UpstreamClientConfig {
+  connect_timeout_ms: number;
+  connections_per_replica: number;
+}
+
+/** vLLM (uvicorn) closes idle keep-alive sockets after 5 s; stop reusing them before that. */
+const KEEP_ALIVE_MS = 4000;
+const SWEEP_MS = 100;
+const HEADER_VALUE_OK = /^[^\r\n]*$/;
+
+class Attempt implements UpstreamCall, H1Exchange {
   done = false;
-  private controller: Dispatcher.DispatchController | null = null;
-  private abortRequested = false;
+  conn: H1Connection | null = null;
   private readonly handler: UpstreamHandler;
+  private readonly pool: ReplicaPool;
+  readonly request: string;
+  readonly headersTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
+  private paused = false;
 
-  constructor(handler: UpstreamHandler) {
+  constructor(pool: ReplicaPool, request: string, req: UpstreamRequest, handler: UpstreamHandler) {
+    this.pool = pool;
+    this.request = request;
     this.handler = handler;
+    this.headersTimeoutMs = req.headersTimeoutMs;
+    this.bodyTimeoutMs = req.bodyTimeoutMs;
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.abortRequested) controller.abort(abortError());
+  start(conn: H1Connection): void {
+    this.conn = conn;
+    conn.send(this.request, this);
+    if (this.paused) conn.pause();
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
-    if (this.done) return;
-    this.handler.onStart(statusCode, headers);
+  onHead(status: number): void {
+    if (!this.done) this.handler.onStart(status);
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.done) return;
-    this.handler.onData(chunk);
+  onBody(chunk: Buffer): void {
+    if (!this.done) this.handler.onData(chunk);
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     if (this.done) return;
     this.done = true;
+    this.conn = null;
     this.handler.onEnd();
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+  onFailure(kind: UpstreamFailureKind, err: Error): void {
     if (this.done) return;
     this.done = true;
-    this.handler.onError(classifyUpstreamError(err, this.abortRequested), err);
+    this.conn = null;
+    this.handler.onError(kind, err);
   }
 
   pause(): void {
-    this.controller?.pause();
+    this.paused = true;
+    this.conn?.pause();
   }
 
   resume(): void {
-    this.controller?.resume();
+    this.paused = false;
+    this.conn?.resume();
   }
 
   abort(): void {
-    if (this.done || this.abortRequested) return;
-    this.abortRequested = true;
-    if (this.controller !== null) {
-      this.controller.abort(abortError());
-      return;
+    if (this.done) return;
+    const conn = this.conn;
+    if (conn !== null) {
+      // Destroying the socket is the abort: the replica's server sees the disconnect.
+      conn.destroy();
+    } else {
+      // Still waiting for a connection: leave the queue and settle now.
+      this.pool.unqueue(this);
     }
-    // Still queued in the replica's Pool (every connection busy, or connecting): settle now instead of when a
-    // connection frees up; when undici reaches it, onRequestStart aborts it before a byte is written.
-    this.done = true;
-    this.handler.onError('aborted', abortError());
+    this.onFailure('aborted', abortError());
   }
 }
 
@@ -90,67 +126,182 @@ function abortError(): Error {
   return e;
 }
 
-export interface UpstreamRequest {
-  path: string;
-  body: Buffer;
-  headers: Record<string, string>;
-  /** undici's headers timeout: for streams vLLM sends headers at once; for non-streams only at the end. */
-  headersTimeoutMs: number;
-  /** Longest silence between body chunks. */
-  bodyTimeoutMs: number;
-}
+/** The connections to one replica and the attempts waiting for one. */
+class ReplicaPool implements H1ConnectionOwner {
+  readonly url: string;
+  readonly hostHeader: string;
+  private readonly host: string;
+  private readonly port: number;
+  private readonly cfg: UpstreamClientConfig;
+  /** Idle connections, most recently used last (LIFO keeps the warm ones warm). */
+  private readonly idle: H1Connection[] = [];
+  readonly all = new Set<H1Connection>();
+  private readonly queue: Attempt[] = [];
+  closing = false;
 
-export class UpstreamClient {
-  private readonly pools = new Map<string, Pool>();
-  private readonly cfg: GatewayConfig['upstream'];
-
-  constructor(cfg: GatewayConfig['upstream']) {
+  constructor(url: string, cfg: UpstreamClientConfig) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:') throw new Error(`upstream ${url}: only http:// replicas are supported`);
+    this.url = url;
+    this.host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+    this.port = Number(u.port || 80);
+    this.hostHeader = u.host;
     this.cfg = cfg;
   }
 
-  private pool(url: string): Pool {
-    let p = this.pools.get(url);
-    if (p === undefined) {
-      p = new Pool(url, {
-        connections: this.cfg.connections_per_replica,
-        connect: { timeout: this.cfg.connect_timeout_ms },
-        // vLLM (uvicorn) closes idle keep-alive sockets after 5 s; reuse them for less than that.
-        keepAliveTimeout: 4000,
-        keepAliveMaxTimeout: 4000,
-        pipelining: 1,
-      });
-      this.pools.set(url, p);
+  dispatch(a: Attempt): void {
+    const conn = this.idle.pop();
+    if (conn !== undefined) {
+      a.start(conn);
+      return;
     }
-    return p;
+    if (this.all.size < this.cfg.connections_per_replica) {
+      a.start(this.open());
+      return;
+    }
+    this.queue.push(a);
+  }
+
+  unqueue(a: Attempt): void {
+    const i = this.queue.indexOf(a);
+    if (i !== -1) this.queue.splice(i, 1);
+  }
+
+  released(c: H1Connection): void {
+    if (this.closing) {
+      c.destroy();
+      return;
+    }
+    const next = this.queue.shift();
+    if (next !== undefined) {
+      next.start(c);
+      return;
+    }
+    c.idleSince = performance.now();
+    this.idle.push(c);
+  }
+
+  dropped(c: H1Connection): void {
+    this.all.delete(c);
+    const i = this.idle.lastIndexOf(c);
+    if (i !== -1) this.idle.splice(i, 1);
+    // A slot opened up: the oldest waiting attempt gets a new connection.
+    if (this.queue.length > 0 && !this.closing && this.all.size < this.cfg.connections_per_replica) {
+      this.queue.shift()!.start(this.open());
+    }
+  }
+
+  /** Timeouts and keep-alive expiry, called by the client's sweeper. */
+  sweep(now: number): void {
+    for (const c of this.all) {
+      const ex = c.exchange;
+      if (ex === null) {
+        if (c.idleSince > 0 && now - c.idleSince > KEEP_ALIVE_MS) c.destroy();
+        continue;
+      }
+      if (!c.headReceived) {
+        if (now - c.lastActivity > ex.headersTimeoutMs) {
+          c.fail('headers_timeout', upstreamError('UPSTREAM_HEADERS_TIMEOUT', `no response head within ${ex.headersTimeoutMs} ms`));
+        }
+      } else if (now - c.lastActivity > ex.bodyTimeoutMs) {
+        c.fail('body_timeout', upstreamError('UPSTREAM_BODY_TIMEOUT', `no body bytes for ${ex.bodyTimeoutMs} ms`));
+      }
+    }
+  }
+
+  /** Closes every connection; waiting attempts fail. */
+  destroyAll(): void {
+    this.closing = true;
+    const waiting = this.queue.splice(0);
+    for (const c of [...this.all]) c.fail('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
+    for (const a of waiting) a.onFailure('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
+  }
+
+  /** Stops reuse: idle connections close now, busy ones when their exchange ends; queued attempts still run. */
+  retire(): void {
+    this.closing = true;
+    for (const c of this.idle.splice(0)) c.destroy();
+    while (this.queue.length > 0 && this.all.size < this.cfg.connections_per_replica) this.queue.shift()!.start(this.open());
+  }
+
+  get empty(): boolean {
+    return this.all.size === 0 && this.queue.length === 0;
+  }
+
+  private open(): H1Connection {
+    const c = new H1Connection(this.host, this.port, this.cfg.connect_timeout_ms, this);
+    this.all.add(c);
+    return c;
+  }
+}
+
+export class UpstreamClient {
+  private readonly pools = new Map<string, ReplicaPool>();
+  /** Pools of replicas that left the fleet, kept until their last exchange ends. */
+  private readonly retired = new Set<ReplicaPool>();
+  private readonly cfg: UpstreamClientConfig;
+  private sweeper: NodeJS.Timeout | null = null;
+
+  constructor(cfg: UpstreamClientConfig) {
+    this.cfg = cfg;
   }
 
   dispatch(url: string, req: UpstreamRequest, handler: UpstreamHandler): UpstreamCall {
-    const attempt = new Attempt(handler);
-    this.pool(url).dispatch({
-      origin: url,
-      path: req.path,
-      method: 'POST',
-      headers: req.headers,
-      body: req.body,
-      headersTimeout: req.headersTimeoutMs,
-      bodyTimeout: req.bodyTimeoutMs,
-      blocking: true,
-      idempotent: false,
-    }, attempt);
-    return attempt;
+    let pool = this.pools.get(url);
+    if (pool === undefined) {
+      pool = new ReplicaPool(url, this.cfg);
+      this.pools.set(url, pool);
+      this.startSweeper();
+    }
+    const a = new Attempt(pool, renderRequest(pool.hostHeader, req), req, handler);
+    pool.dispatch(a);
+    return a;
   }
 
-  /** Drops the pool of a replica that left the fleet. */
+  /** Open connections to a replica (for tests and metrics). */
+  connections(url: string): number {
+    return this.pools.get(url)?.all.size ?? 0;
+  }
+
+  /** Drops a replica that left the fleet: no new attempts reuse its connections; those in flight finish. */
   async forget(url: string): Promise<void> {
     const p = this.pools.get(url);
     if (p === undefined) return;
     this.pools.delete(url);
-    await p.close().catch(() => undefined);
+    p.retire();
+    if (!p.empty) this.retired.add(p);
   }
 
   async close(): Promise<void> {
-    const all = [...this.pools.values()];
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.sweeper = null;
+    for (const p of [...this.pools.values(), ...this.retired]) p.destroyAll();
     this.pools.clear();
-    await Promise.all(all.map((p) => p.destroy().catch(() => undefined)));
+    this.retired.clear();
   }
+
+  private startSweeper(): void {
+    if (this.sweeper !== null) return;
+    this.sweeper = setInterval(() => {
+      const now = performance.now();
+      for (const p of this.pools.values()) p.sweep(now);
+      for (const p of this.retired) {
+        p.sweep(now);
+        if (p.empty) this.retired.delete(p);
+      }
+    }, SWEEP_MS);
+    this.sweeper.unref();
+  }
+}
+
+/** The request head and body as one string: one write, no Buffer. */
+function renderRequest(hostHeader: string, req: UpstreamRequest): string {
+  let head = `POST ${req.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
+  const h = req.headers;
+  for (const k in h) {
+    const v = h[k]!;
+    if (!HEADER_VALUE_OK.test(v) || !HEADER_VALUE_OK.test(k)) throw new Error(`upstream header ${k} contains CR or LF`);
+    head += `${k}: ${v}\r\n`;
+  }
+  return `${head}content-length: ${Buffer.byteLength(req.body, 'utf8')}\r\n\r\n${req.body}`;
 }

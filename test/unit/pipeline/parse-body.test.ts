@@ -160,7 +160,7 @@ test('completions prompts: a string, an empty string, one string in an array, an
 
 test('the upstream body names the served model, makes max_tokens explicit and always asks for usage', () => {
   const p = asParsed(parse('chat', { ...chatBase, model: 'gpt-fast', max_completion_tokens: 12, stream: true, stream_options: { continuous_usage_stats: true }, temperature: 0.2, seed: 9 }));
-  const out = JSON.parse(upstreamBody(p, 'llama-3.1-8b-instruct', 12).toString('utf8')) as Record<string, unknown>;
+  const out = JSON.parse(upstreamBody(p, 'llama-3.1-8b-instruct', 12)) as Record<string, unknown>;
   assert.equal(out.model, 'llama-3.1-8b-instruct');
   assert.equal(out.max_tokens, 12);
   assert.equal('max_completion_tokens' in out, false);
@@ -175,7 +175,7 @@ test('the upstream body names the served model, makes max_tokens explicit and al
 
 test('a non-streaming upstream body has no stream_options and gets the defaulted max_tokens', () => {
   const p = asParsed(parse('completions', { model: 'acme-sql', prompt: 'x' }));
-  const out = JSON.parse(upstreamBody(p, 'acme-sql', 64).toString('utf8')) as Record<string, unknown>;
+  const out = JSON.parse(upstreamBody(p, 'acme-sql', 64)) as Record<string, unknown>;
   assert.equal(out.max_tokens, 64);
   assert.equal('stream_options' in out, false);
   assert.equal(out.prompt, 'x');

@@ -1,0 +1,180 @@
+// One keep-alive HTTP/1.1 connection to a replica, carrying one exchange at a time (no pipelining: vLLM
+// streams, and a second request queued behind a 4,000-token stream would wait for all of it).
+// Reads land in one module-wide buffer through net's `onread` option: no Buffer is allocated per read and no
+// stream 'data' event runs; the parser hands out views of that buffer, valid only during the callback (the SSE
+// relay writes them to uWS, which copies, or copies a partial event itself). Writes are one string per request.
+// Thread: main. Hot path: onRead per socket read, send per attempt.
+import { connect, type Socket } from 'node:net';
+import { H1ResponseParser, type H1ResponseSink } from './h1-response-parser.ts';
+import type { UpstreamFailureKind } from './upstream-errors.ts';
+
+/** One request/response on a connection, as the connection sees it. */
+export interface H1Exchange {
+  onHead(status: number): void;
+  onBody(chunk: Buffer): void;
+  onComplete(): void;
+  onFailure(kind: UpstreamFailureKind, err: Error): void;
+  /** Ms allowed from the request's write to its response head, and between two reads after that. */
+  readonly headersTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
+}
+
+/** What the pool learns from a connection. */
+export interface H1ConnectionOwner {
+  /** The exchange ended and the connection can carry another one. */
+  released(c: H1Connection): void;
+  /** The connection is gone (closed, failed or destroyed); it must not be used again. */
+  dropped(c: H1Connection): void;
+}
+
+/**
+ * 64 KiB, shared by every connection of this thread: a read is consumed synchronously before the next one
+ * lands, so one buffer serves them all. Larger reads simply take two callbacks.
+ */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+export function upstreamError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+export class H1Connection implements H1ResponseSink {
+  readonly socket: Socket;
+  exchange: H1Exchange | null = null;
+  /** performance.now() of the last request write or socket read; the pool's sweeper checks it. */
+  lastActivity = performance.now();
+  headReceived = false;
+  /** Idle in the pool since (performance.now()), for the keep-alive limit. */
+  idleSince = 0;
+  private connected = false;
+  private paused = false;
+  private gone = false;
+  private connectTimer: NodeJS.Timeout | null;
+  private readonly parser: H1ResponseParser;
+  private readonly owner: H1ConnectionOwner;
+
+  constructor(host: string, port: number, connectTimeoutMs: number, owner: H1ConnectionOwner) {
+    this.owner = owner;
+    this.parser = new H1ResponseParser(this);
+    this.socket = connect({
+      host,
+      port,
+      noDelay: true,
+      onread: { buffer: READ_BUFFER, callback: (n: number) => this.onRead(n) },
+    });
+    this.socket.once('connect', () => {
+      this.connected = true;
+      this.clearConnectTimer();
+    });
+    this.connectTimer = setTimeout(() => {
+      this.connectTimer = null;
+      this.fail('connect', upstreamError('UPSTREAM_CONNECT_TIMEOUT', `connect timeout after ${connectTimeoutMs} ms`));
+    }, connectTimeoutMs);
+    this.socket.on('error', (err: Error) => this.fail(this.connected ? 'reset' : 'connect', err));
+    this.socket.on('end', () => this.onEof());
+    this.socket.on('close', () => this.onClose());
+  }
+
+  get alive(): boolean {
+    return !this.gone;
+  }
+
+  /** Writes one request (head and body in one string, so one write syscall) for the exchange. */
+  send(request: string, exchange: H1Exchange): void {
+    this.exchange = exchange;
+    this.headReceived = false;
+    this.parser.reset();
+    this.lastActivity = performance.now();
+    this.socket.write(request, 'utf8');
+  }
+
+  pause(): void {
+    if (this.paused || this.gone) return;
+    this.paused = true;
+    this.socket.pause();
+  }
+
+  resume(): void {
+    if (!this.paused || this.gone) return;
+    this.paused = false;
+    this.socket.resume();
+  }
+
+  /** Closes the connection; the exchange on it (if any) is not told (the caller settles it). */
+  destroy(): void {
+    this.exchange = null;
+    this.close();
+  }
+
+  /** Fails the exchange in flight (if any) with kind and closes the connection. */
+  fail(kind: UpstreamFailureKind, err: Error): void {
+    if (this.gone) return;
+    const ex = this.exchange;
+    this.exchange = null;
+    this.close();
+    if (ex !== null) ex.onFailure(kind, err);
+  }
+
+  // H1ResponseSink: called from inside parser.feed().
+  onHead(status: number): void {
+    this.headReceived = true;
+    this.exchange?.onHead(status);
+  }
+
+  onBody(chunk: Buffer): void {
+    this.exchange?.onBody(chunk);
+  }
+
+  onComplete(keepAlive: boolean): void {
+    const ex = this.exchange;
+    this.exchange = null;
+    if (keepAlive && !this.gone) {
+      // A response completed inside a read the relay paused on is not a reason to keep the socket paused.
+      this.resume();
+      this.owner.released(this);
+    } else {
+      this.close();
+    }
+    if (ex !== null) ex.onComplete();
+  }
+
+  private onRead(n: number): boolean {
+    if (this.gone) return false;
+    this.lastActivity = performance.now();
+    if (this.exchange === null) {
+      // Bytes nobody asked for (a replica answering twice, or speaking before the request): unusable.
+      this.close();
+      return false;
+    }
+    const err = this.parser.feed(READ_BUFFER, 0, n);
+    if (err !== null && !this.gone) this.fail(this.headReceived ? 'reset' : 'other', upstreamError('UPSTREAM_BAD_RESPONSE', err));
+    return !this.paused && !this.gone;
+  }
+
+  private onEof(): void {
+    if (this.gone) return;
+    const err = this.exchange !== null ? this.parser.eof() : null;
+    if (err !== null) this.fail('reset', upstreamError('UPSTREAM_CLOSED', err));
+    else this.close();
+  }
+
+  private onClose(): void {
+    if (this.gone) return;
+    // A close without an 'error' or 'end' first (destroyed under us): the exchange, if any, was cut.
+    this.fail(this.connected ? 'reset' : 'connect', upstreamError('UPSTREAM_CLOSED', 'connection closed'));
+  }
+
+  private close(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.clearConnectTimer();
+    this.socket.destroy();
+    this.owner.dropped(this);
+  }
+
+  private clearConnectTimer(): void {
+    if (this.connectTimer !== null) {
+      clearTimeout(this.connectTimer);
+      this.connectTimer = null;
+    }
+  }
+}

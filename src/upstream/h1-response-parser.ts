@@ -1,0 +1,306 @@
+// An incremental HTTP/1.1 response parser, exactly as much as a gateway talking to vLLM (uvicorn) needs:
+// status line and headers, Content-Length, chunked (extensions and trailers skipped), body-until-close, 1xx
+// interim responses skipped, 204/304 without a body, keep-alive per HTTP/1.0 and 1.1 rules. Body bytes are
+// handed on as views of the input (no copy); only a header block or a chunk-size line split across two reads
+// is copied and held. Anything malformed is an error, never a guess.
+// Thread: main. Hot path: feed() once per socket read; per chunked frame one indexOf for the size line.
+
+/** What the parser reports. Calls happen synchronously inside feed(). */
+export interface H1ResponseSink {
+  onHead(status: number): void;
+  /** A view into the caller's buffer, valid only during the call. */
+  onBody(chunk: Buffer): void;
+  /** The message ended; keepAlive says whether the connection may carry another request. */
+  onComplete(keepAlive: boolean): void;
+}
+
+const CR = 0x0d;
+const LF = 0x0a;
+/** Largest header block and chunk-size line accepted: uvicorn's are ~150 bytes. */
+export const MAX_HEAD_BYTES = 64 * 1024;
+const MAX_SIZE_LINE = 1024;
+
+const S_HEAD = 0;
+const S_LENGTH = 1;
+const S_SIZE = 2;
+const S_DATA = 3;
+const S_DATA_CRLF = 4;
+const S_TRAILERS = 5;
+const S_UNTIL_CLOSE = 6;
+const S_DONE = 7;
+const S_ERROR = 8;
+
+export class H1ResponseParser {
+  private state = S_HEAD;
+  /** Bytes of an unfinished header block or size line (copied: the input buffer is reused by the socket). */
+  private held: Buffer | null = null;
+  private remaining = 0;
+  /** CR/LF bytes still to skip after a chunk's data. */
+  private crlfLeft = 0;
+  private keepAlive = true;
+  private readonly sink: H1ResponseSink;
+
+  constructor(sink: H1ResponseSink) {
+    this.sink = sink;
+  }
+
+  /** Starts a new response on the same connection. */
+  reset(): void {
+    this.state = S_HEAD;
+    this.held = null;
+    this.remaining = 0;
+    this.crlfLeft = 0;
+    this.keepAlive = true;
+  }
+
+  /** The response ended (the sink saw onComplete). */
+  get complete(): boolean {
+    return this.state === S_DONE;
+  }
+
+  /** Whether any byte of a response arrived (status line or later). */
+  get started(): boolean {
+    return this.state !== S_HEAD || this.held !== null;
+  }
+
+  /**
+   * Parses buf[start, end). Returns null, or an error message when the bytes are not a valid response (the
+   * connection must then be dropped). Bytes after a complete response are an error too: nothing was asked.
+   */
+  feed(buf: Buffer, start: number, end: number): string | null {
+    let at = start;
+    while (at < end) {
+      switch (this.state) {
+        case S_HEAD: {
+          const r = this.head(buf, at, end);
+          if (r < 0) return r === -1 ? null : this.fail('malformed response head');
+          at = r;
+          break;
+        }
+        case S_LENGTH: {
+          const n = Math.min(this.remaining, end - at);
+          this.remaining -= n;
+          this.sink.onBody(buf.subarray(at, at + n));
+          at += n;
+          if (this.remaining === 0) this.done();
+          break;
+        }
+        case S_SIZE: {
+          const r = this.sizeLine(buf, at, end);
+          if (r < 0) return r === -1 ? null : this.fail('malformed chunk size');
+          at = r;
+          break;
+        }
+        case S_DATA: {
+          const n = Math.min(this.remaining, end - at);
+          this.remaining -= n;
+          this.sink.onBody(buf.subarray(at, at + n));
+          at += n;
+          if (this.remaining === 0) {
+            this.state = S_DATA_CRLF;
+            this.crlfLeft = 2;
+          }
+          break;
+        }
+        case S_DATA_CRLF: {
+          const expect = this.crlfLeft === 2 ? CR : LF;
+          if (buf[at] !== expect) return this.fail('chunk data not followed by CRLF');
+          at++;
+          if (--this.crlfLeft === 0) this.state = S_SIZE;
+          break;
+        }
+        case S_TRAILERS: {
+          const r = this.trailers(buf, at, end);
+          if (r < 0) return r === -1 ? null : this.fail('malformed trailers');
+          at = r;
+          break;
+        }
+        case S_UNTIL_CLOSE:
+          this.sink.onBody(buf.subarray(at, end));
+          at = end;
+          break;
+        case S_DONE:
+          return this.fail('bytes after a complete response');
+        default:
+          return 'parser in error state';
+      }
+    }
+    return null;
+  }
+
+  /** The peer closed the connection: completes a body-until-close response, else reports what was cut. */
+  eof(): string | null {
+    if (this.state === S_UNTIL_CLOSE) {
+      this.keepAlive = false;
+      this.done();
+      return null;
+    }
+    if (this.state === S_DONE) return null;
+    return this.started ? 'connection closed mid-response' : 'connection closed before a response';
+  }
+
+  private fail(msg: string): string {
+    this.state = S_ERROR;
+    this.held = null;
+    return msg;
+  }
+
+  private done(): void {
+    this.state = S_DONE;
+    this.sink.onComplete(this.keepAlive);
+  }
+
+  /** Returns the index after the header block, -1 when more bytes are needed, -2 on malformed input. */
+  private head(buf: Buffer, at: number, end: number): number {
+    let src = buf;
+    let from = at;
+    let to = end;
+    let heldLen = 0;
+    if (this.held !== null) {
+      heldLen = this.held.length;
+      src = Buffer.concat([this.held, buf.subarray(at, end)]);
+      from = 0;
+      to = src.length;
+    }
+    const term = src.indexOf('\r\n\r\n', from, 'latin1');
+    if (term === -1 || term + 4 > to) {
+      if (to - from > MAX_HEAD_BYTES) return -2;
+      this.held = Buffer.from(src.subarray(from, to));
+      return -1;
+    }
+    this.held = null;
+    const used = term + 4 - from; // bytes of the block, held part included
+    if (!this.parseHead(src.toString('latin1', from, term))) return -2;
+    return at + used - heldLen;
+  }
+
+  private parseHead(text: string): boolean {
+    // "HTTP/1.1 200 OK"
+    if (text.length < 12 || !text.startsWith('HTTP/1.')) return false;
+    const minor = text.charCodeAt(7);
+    const status = Number(text.slice(9, 12));
+    if (!Number.isInteger(status) || status < 100 || status > 999 || text.charCodeAt(8) !== 0x20) return false;
+    let keepAlive = minor === 0x31; // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it
+    let length = -1;
+    let chunked = false;
+    let i = text.indexOf('\r\n');
+    while (i !== -1) {
+      const lineStart = i + 2;
+      const next = text.indexOf('\r\n', lineStart);
+      const lineEnd = next === -1 ? text.length : next;
+      const colon = text.indexOf(':', lineStart);
+      if (colon === -1 || colon > lineEnd) return false;
+      const nameLen = colon - lineStart;
+      // Only three headers change how the body is read; compare lengths first, then the lowercased name.
+      if (nameLen === 14 || nameLen === 17 || nameLen === 10) {
+        const name = text.slice(lineStart, colon).toLowerCase();
+        const value = text.slice(colon + 1, lineEnd).trim().toLowerCase();
+        if (name === 'content-length') {
+          if (!/^\d{1,15}$/.test(value) || (length !== -1 && length !== Number(value))) return false;
+          length = Number(value);
+        } else if (name === 'transfer-encoding') {
+          // Anything but a final "chunked" cannot be framed by a client (RFC 9112 §6.3).
+          if (!value.endsWith('chunked')) return false;
+          chunked = true;
+        } else if (name === 'connection') {
+          if (value.includes('close')) keepAlive = false;
+          else if (value.includes('keep-alive')) keepAlive = true;
+        }
+      }
+      i = next;
+    }
+    if (status < 200) {
+      // 1xx interim response (100 Continue, 103 Early Hints): the real one follows. 101 would switch protocols.
+      if (status === 101) return false;
+      this.state = S_HEAD;
+      return true;
+    }
+    this.keepAlive = keepAlive;
+    this.sink.onHead(status);
+    if (this.state === S_ERROR || this.state === S_DONE) return true; // the sink aborted inside onHead
+    if (status === 204 || status === 304) {
+      this.done();
+    } else if (chunked) {
+      this.state = S_SIZE;
+    } else if (length >= 0) {
+      this.remaining = length;
+      this.state = S_LENGTH;
+      if (length === 0) this.done();
+    } else {
+      this.keepAlive = false;
+      this.state = S_UNTIL_CLOSE;
+    }
+    return true;
+  }
+
+  /** Chunk-size line "1a2;ext=1\r\n". Returns the index after it, -1 for more bytes, -2 when malformed. */
+  private sizeLine(buf: Buffer, at: number, end: number): number {
+    let src = buf;
+    let from = at;
+    let heldLen = 0;
+    if (this.held !== null) {
+      heldLen = this.held.length;
+      src = Buffer.concat([this.held, buf.subarray(at, end)]);
+      from = 0;
+    }
+    const lf = src.indexOf(LF, from);
+    const to = this.held !== null ? src.length : end;
+    if (lf === -1 || lf >= to) {
+      if (to - from > MAX_SIZE_LINE) return -2;
+      this.held = Buffer.from(src.subarray(from, to));
+      return -1;
+    }
+    this.held = null;
+    if (lf === from || src[lf - 1] !== CR) return -2;
+    let size = 0;
+    let digits = 0;
+    let k = from;
+    for (; k < lf - 1; k++) {
+      const c = src[k]!;
+      const v = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : c >= 0x41 && c <= 0x46 ? c - 0x37 : -1;
+      if (v === -1) break;
+      size = size * 16 + v;
+      digits++;
+    }
+    if (digits === 0 || digits > 12) return -2;
+    if (k < lf - 1 && src[k] !== 0x3b /* ; */ && src[k] !== 0x20 && src[k] !== 0x09) return -2;
+    const next = at + (lf + 1 - from) - heldLen;
+    if (size === 0) {
+      this.state = S_TRAILERS;
+    } else {
+      this.remaining = size;
+      this.state = S_DATA;
+    }
+    return next;
+  }
+
+  /** After the last chunk: trailer lines up to an empty line. Returns as sizeLine does. */
+  private trailers(buf: Buffer, at: number, end: number): number {
+    let src = buf;
+    let from = at;
+    let heldLen = 0;
+    if (this.held !== null) {
+      heldLen = this.held.length;
+      src = Buffer.concat([this.held, buf.subarray(at, end)]);
+      from = 0;
+    }
+    const to = this.held !== null ? src.length : end;
+    // The common case: no trailers, just CRLF.
+    let lineStart = from;
+    for (;;) {
+      const lf = src.indexOf(LF, lineStart);
+      if (lf === -1 || lf >= to) {
+        if (to - from > MAX_HEAD_BYTES) return -2;
+        this.held = Buffer.from(src.subarray(from, to));
+        return -1;
+      }
+      if (lf === lineStart || src[lf - 1] !== CR) return -2;
+      if (lf === lineStart + 1) {
+        this.held = null;
+        this.done();
+        return at + (lf + 1 - from) - heldLen;
+      }
+      lineStart = lf + 1;
+    }
+  }
+}

@@ -1,0 +1,311 @@
+// The upstream client (src/upstream/upstream-client.ts) against scripted HTTP servers on loopback: keep-alive
+// reuse, the per-replica connection bound and its queue, abort (active and queued), every failure kind the
+// retry policy distinguishes, the timeouts, backpressure through pause/resume, and retiring a replica.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server, type Socket } from 'node:net';
+import { UpstreamClient, type UpstreamHandler, type UpstreamRequest } from '../../../src/upstream/upstream-client.ts';
+import type { UpstreamFailureKind } from '../../../src/upstream/upstream-errors.ts';
+
+const servers: Server[] = [];
+const clients: UpstreamClient[] = [];
+after(async () => {
+  for (const c of clients) await c.close();
+  for (const s of servers) s.close();
+});
+
+interface Scripted {
+  url: string;
+  port: number;
+  connections: number;
+  requests: string[];
+  sockets: Socket[];
+}
+
+/** A raw TCP server: `respond` gets each complete request (head + body) and its socket. */
+async function scripted(respond: (req: string, sock: Socket, n: number) => void): Promise<Scripted> {
+  const s: Scripted = { url: '', port: 0, connections: 0, requests: [], sockets: [] };
+  const server = createServer((sock) => {
+    s.connections++;
+    s.sockets.push(sock);
+    let buf = '';
+    sock.on('error', () => undefined);
+    sock.on('data', (d) => {
+      buf += d.toString('latin1');
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end === -1) return;
+        const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
+        if (buf.length < end + 4 + len) return;
+        const req = buf.slice(0, end + 4 + len);
+        buf = buf.slice(end + 4 + len);
+        s.requests.push(req);
+        respond(req, sock, s.requests.length);
+      }
+    });
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  s.port = (server.address() as { port: number }).port;
+  s.url = `http://127.0.0.1:${s.port}`;
+  return s;
+}
+
+function client(over: Partial<{ connect_timeout_ms: number; connections_per_replica: number }> = {}): UpstreamClient {
+  const c = new UpstreamClient({ connect_timeout_ms: 1000, connections_per_replica: 8, ...over });
+  clients.push(c);
+  return c;
+}
+
+interface Result {
+  status: number;
+  body: string;
+  error: UpstreamFailureKind | null;
+  errorCode: string | null;
+  settledAt: number;
+}
+
+function recorder(onChunk?: (chunk: Buffer) => void): { handler: UpstreamHandler; done: Promise<Result>; result: Result } {
+  const result: Result = { status: 0, body: '', error: null, errorCode: null, settledAt: 0 };
+  let settle!: (r: Result) => void;
+  let settledTimes = 0;
+  const done = new Promise<Result>((r) => { settle = r; });
+  const handler: UpstreamHandler = {
+    onStart: (s) => { result.status = s; },
+    onData: (c) => { result.body += c.toString('latin1'); onChunk?.(c); },
+    onEnd: () => { settledTimes++; assert.equal(settledTimes, 1); result.settledAt = performance.now(); settle(result); },
+    onError: (kind, err) => {
+      settledTimes++;
+      assert.equal(settledTimes, 1, 'onEnd/onError called more than once');
+      result.error = kind;
+      result.errorCode = (err as { code?: string }).code ?? err.name;
+      result.settledAt = performance.now();
+      settle(result);
+    },
+  };
+  return { handler, done, result };
+}
+
+function req(body = '{"model":"m"}', over: Partial<UpstreamRequest> = {}): UpstreamRequest {
+  return { path: '/v1/chat/completions', body, headers: { 'content-type': 'application/json', 'x-request-id': 'rid-1' }, headersTimeoutMs: 5000, bodyTimeoutMs: 5000, ...over };
+}
+
+const OK = (body: string): string => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+
+test('sequential requests share one keep-alive connection and the server gets the exact request', async () => {
+  const srv = await scripted((_r, sock, n) => sock.write(OK(`{"n":${n}}`)));
+  const c = client();
+  const body = '{"model":"m","messages":[{"role":"user","content":"héllo"}]}';
+  for (let i = 1; i <= 3; i++) {
+    const r = recorder();
+    c.dispatch(srv.url, req(body), r.handler);
+    const res = await r.done;
+    assert.deepEqual([res.status, res.body, res.error], [200, `{"n":${i}}`, null]);
+  }
+  assert.equal(srv.connections, 1);
+  const first = srv.requests[0]!;
+  assert.ok(first.startsWith('POST /v1/chat/completions HTTP/1.1\r\n'), first);
+  assert.match(first, new RegExp(`\r\nhost: 127\\.0\\.0\\.1:${srv.port}\r\n`));
+  assert.match(first, /\r\nx-request-id: rid-1\r\n/);
+  assert.match(first, new RegExp(`\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`), 'content-length counts UTF-8 bytes');
+  assert.ok(Buffer.from(first, 'latin1').toString('utf8').endsWith(body));
+});
+
+test('a chunked stream arrives chunk by chunk, before the response ends', async () => {
+  let sockRef: Socket | null = null;
+  const srv = await scripted((_r, sock) => {
+    sockRef = sock;
+    sock.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
+    sock.write('6\r\ndata: \r\n');
+  });
+  const c = client();
+  const chunks: string[] = [];
+  const r = recorder((ch) => chunks.push(ch.toString()));
+  c.dispatch(srv.url, req(), r.handler);
+  const t0 = performance.now();
+  while (chunks.length === 0 && performance.now() - t0 < 2000) await new Promise((res) => setTimeout(res, 5));
+  assert.deepEqual(chunks, ['data: '], 'the first chunk is delivered while the stream is still open');
+  sockRef!.write('8\r\n[DONE]\n\n\r\n0\r\n\r\n');
+  const res = await r.done;
+  assert.equal(res.body, 'data: [DONE]\n\n');
+  assert.equal(res.error, null);
+});
+
+test('over connections_per_replica, attempts wait for a connection; a queued abort settles at once and never reaches the server', async () => {
+  const held: Socket[] = [];
+  const srv = await scripted((r, sock) => {
+    if (r.includes('"hold"')) held.push(sock);
+    else sock.write(OK('{}'));
+  });
+  const c = client({ connections_per_replica: 1 });
+  const first = recorder();
+  c.dispatch(srv.url, req('{"hold":1}'), first.handler);
+  await new Promise((res) => setTimeout(res, 50));
+  const queued = recorder();
+  const call = c.dispatch(srv.url, req('{"queued":1}'), queued.handler);
+  const waiting = recorder();
+  c.dispatch(srv.url, req('{"after":1}'), waiting.handler);
+  await new Promise((res) => setTimeout(res, 50));
+  assert.equal(srv.requests.length, 1, 'only the first request is on the wire');
+  const t0 = performance.now();
+  call.abort();
+  const q = await queued.done;
+  assert.equal(q.error, 'aborted');
+  assert.ok(q.settledAt - t0 < 20, 'settled without waiting for the connection');
+  held[0]!.write(OK('{"held":1}'));
+  assert.equal((await first.done).body, '{"held":1}');
+  assert.equal((await waiting.done).status, 200);
+  assert.equal(srv.connections, 1, 'the waiting attempt reused the freed connection');
+  assert.ok(!srv.requests.some((r) => r.includes('"queued"')), 'the aborted attempt was never sent');
+});
+
+test('aborting an attempt in flight closes its socket, which the replica sees at once', async () => {
+  let closedAt = 0;
+  const srv = await scripted((_r, sock) => {
+    sock.on('close', () => { closedAt = performance.now(); });
+    sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n');
+  });
+  const c = client();
+  let firstChunk = false;
+  const r = recorder(() => { firstChunk = true; });
+  const call = c.dispatch(srv.url, req(), r.handler);
+  const t0 = performance.now();
+  while (!firstChunk && performance.now() - t0 < 2000) await new Promise((res) => setTimeout(res, 5));
+  const abortAt = performance.now();
+  call.abort();
+  assert.equal((await r.done).error, 'aborted');
+  assert.equal(call.done, true);
+  const t1 = performance.now();
+  while (closedAt === 0 && performance.now() - t1 < 1000) await new Promise((res) => setTimeout(res, 2));
+  assert.ok(closedAt > 0 && closedAt - abortAt < 100, `server saw the close ${(closedAt - abortAt).toFixed(1)} ms after the abort`);
+  assert.equal(c.connections(srv.url), 0);
+});
+
+test('a refused connection is a connect failure', async () => {
+  const srv = await scripted(() => undefined);
+  const port = srv.port;
+  await new Promise<void>((r) => servers.pop()!.close(() => r()));
+  const r = recorder();
+  client().dispatch(`http://127.0.0.1:${port}`, req(), r.handler);
+  const res = await r.done;
+  assert.equal(res.error, 'connect');
+  assert.equal(res.errorCode, 'ECONNREFUSED');
+});
+
+test('no response head within headersTimeoutMs is a headers_timeout; a stalled body is a body_timeout', async () => {
+  const silent = await scripted(() => undefined);
+  const c = client();
+  const t0 = performance.now();
+  const r = recorder();
+  c.dispatch(silent.url, req('{}', { headersTimeoutMs: 300 }), r.handler);
+  const res = await r.done;
+  assert.equal(res.error, 'headers_timeout');
+  const waited = res.settledAt - t0;
+  assert.ok(waited >= 290 && waited < 1500, `fired after ${waited.toFixed(0)} ms`);
+
+  const stalls = await scripted((_r, sock) => sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n'));
+  const b = recorder();
+  c.dispatch(stalls.url, req('{}', { bodyTimeoutMs: 300 }), b.handler);
+  const bres = await b.done;
+  assert.equal(bres.error, 'body_timeout');
+  assert.equal(bres.body, 'abc');
+});
+
+test('the replica closing mid-body or before answering is a reset; garbage is refused', async () => {
+  const cut = await scripted((_r, sock) => {
+    sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n');
+    setTimeout(() => sock.destroy(), 20);
+  });
+  const c = client();
+  const r1 = recorder();
+  c.dispatch(cut.url, req(), r1.handler);
+  assert.deepEqual([(await r1.done).error, r1.result.body], ['reset', 'abc']);
+
+  const hangup = await scripted((_r, sock) => sock.end());
+  const r2 = recorder();
+  c.dispatch(hangup.url, req(), r2.handler);
+  assert.equal((await r2.done).error, 'reset');
+
+  const garbage = await scripted((_r, sock) => sock.write('SSH-2.0-OpenSSH_9.2\r\n\r\n'));
+  const r3 = recorder();
+  c.dispatch(garbage.url, req(), r3.handler);
+  const g = await r3.done;
+  assert.equal(g.error, 'other');
+  assert.equal(g.errorCode, 'UPSTREAM_BAD_RESPONSE');
+});
+
+test('a keep-alive connection the replica closed while idle is not reused', async () => {
+  const srv = await scripted((_r, sock, n) => {
+    sock.write(OK(`{"n":${n}}`));
+    if (n === 1) setTimeout(() => sock.end(), 10);
+  });
+  const c = client();
+  const r1 = recorder();
+  c.dispatch(srv.url, req(), r1.handler);
+  await r1.done;
+  await new Promise((res) => setTimeout(res, 100));
+  assert.equal(c.connections(srv.url), 0, 'the closed idle connection left the pool');
+  const r2 = recorder();
+  c.dispatch(srv.url, req(), r2.handler);
+  const res = await r2.done;
+  assert.deepEqual([res.error, res.body], [null, '{"n":2}']);
+  assert.equal(srv.connections, 2);
+});
+
+test('pause stops reading the replica socket and resume reads the rest', async () => {
+  const total = 16 * 1024 * 1024;
+  let written = 0;
+  const srv = await scripted((_r, sock) => {
+    sock.write(`HTTP/1.1 200 OK\r\ncontent-length: ${total}\r\n\r\n`);
+    const block = Buffer.alloc(64 * 1024, 0x61);
+    const pump = (): void => {
+      while (written < total) {
+        written += block.length;
+        if (!sock.write(block)) { sock.once('drain', pump); return; }
+      }
+    };
+    pump();
+  });
+  const c = client();
+  let received = 0;
+  let paused = false;
+  const r = recorder();
+  const call = c.dispatch(srv.url, req(), {
+    ...r.handler,
+    onData: (chunk) => {
+      received += chunk.length;
+      if (!paused) { paused = true; call.pause(); }
+    },
+  });
+  await new Promise((res) => setTimeout(res, 300));
+  const whilePaused = received;
+  assert.ok(whilePaused < total / 4, `read ${whilePaused} of ${total} bytes while paused`);
+  assert.ok(written < total, 'the replica was held back by TCP flow control');
+  call.resume();
+  await r.done;
+  assert.equal(received, total);
+});
+
+test('forget() lets the exchange in flight finish, then closes the connection instead of reusing it', async () => {
+  const held: Socket[] = [];
+  const srv = await scripted((_r, sock) => held.push(sock));
+  const c = client();
+  const r = recorder();
+  c.dispatch(srv.url, req(), r.handler);
+  await new Promise((res) => setTimeout(res, 50));
+  await c.forget(srv.url);
+  held[0]!.write(OK('{"late":true}'));
+  const res = await r.done;
+  assert.deepEqual([res.error, res.body], [null, '{"late":true}']);
+  let closed = false;
+  held[0]!.on('close', () => { closed = true; });
+  const t0 = performance.now();
+  while (!closed && performance.now() - t0 < 1000) await new Promise((res2) => setTimeout(res2, 5));
+  assert.ok(closed, 'the retired connection was closed after its exchange');
+});
+
+test('a header value with CR or LF is refused before anything is written', async () => {
+  const srv = await scripted((_r, sock) => sock.write(OK('{}')));
+  assert.throws(() => client().dispatch(srv.url, req('{}', { headers: { 'x-request-id': 'a\r\nx-evil: 1' } }), recorder().handler), /CR or LF/);
+  assert.equal(srv.requests.length, 0);
+});
