@@ -12,6 +12,7 @@ import {
 import type { PromptWork } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
 import type { TokenizerName } from './tokenizer.ts';
+import { workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
 
@@ -20,8 +21,8 @@ const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
  * its hooks only on the main thread on Node 20, so an inherited `--import tsx` leaves a worker unable to
  * load .ts files; we drop it and import a one-line module that calls tsx's register() in the worker.
  */
-function workerExecArgv(): string[] {
-  const args = [...process.execArgv];
+function tokenizeWorkerExecArgv(): string[] {
+  const args = workerExecArgv();
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i] as string;
@@ -73,7 +74,7 @@ export class TokenizePool {
       // 'async' (Atomics.waitAsync) keeps an idle worker's event loop running, so it can answer the metrics
       // scrape on its BroadcastChannel; 'sync' would block it in Atomics.wait between tasks.
       atomics: 'async',
-      execArgv: workerExecArgv(),
+      execArgv: tokenizeWorkerExecArgv(),
     });
   }
 
