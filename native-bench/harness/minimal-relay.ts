@@ -1,4 +1,5 @@
-// The floor of the gateway's stack: uWS in front (through src/server/uws.ts), undici Pool.dispatch behind,
+// The floor of the gateway's stack: uWS in front (through src/server/uws.ts), an HTTP/1.1 client behind (undici
+// Pool.dispatch for `floor`, the gateway's own src/upstream/upstream-client.ts for `floor-raw`),
 // round-robin over the upstreams, each upstream chunk written in one cork, the status line and headers sent
 // with the first body byte (as the gateway does, so it can still retry before it). No auth, tokenization,
 // quota, routing state, metrics or SSE parsing. The relay scenario runs it as the `floor` target: gateway CPU
@@ -12,20 +13,20 @@ import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import { createApp, listenPort } from '../../src/server/uws.ts';
 import type { HttpResponse } from '../../src/server/uws.ts';
-import { RawH1Pool } from './raw-h1-client.ts';
+import { UpstreamClient } from '../../src/upstream/upstream-client.ts';
 
 const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '0' },
     upstream: { type: 'string', multiple: true, default: [] },
-    /** undici (Pool.dispatch, what src/upstream uses) or raw (raw-h1-client.ts, a purpose-built parser). */
+    /** undici (Pool.dispatch, the gateway's client until 2026-11-30) or raw (src/upstream/upstream-client.ts, the gateway's own HTTP/1.1 client). */
     client: { type: 'string', default: 'undici' },
     /** uws (src/server/uws.ts, what the gateway uses) or node (node:http), for the front side. */
     server: { type: 'string', default: 'uws' },
   },
 });
 const pools = values.upstream.map((u) => new Pool(u, { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 }));
-const rawPools = values.upstream.map((u) => new RawH1Pool(u));
+const rawClient = new UpstreamClient({ connect_timeout_ms: 2000, connections_per_replica: 128 });
 if (pools.length === 0 || (values.client !== 'undici' && values.client !== 'raw') || (values.server !== 'uws' && values.server !== 'node')) {
   console.error('usage: minimal-relay.ts --port N --upstream URL [--upstream URL ...] [--client undici|raw] [--server uws|node]');
   process.exit(2);
@@ -115,11 +116,11 @@ function relay(front: Front, path: string, body: Buffer): void {
     },
   };
   if (useRaw) {
-    (rawPools[index] as RawH1Pool).request(path, body, {
-      onStart: (statusCode, ct) => { status = statusCode; contentType = ct; },
+    rawClient.dispatch(values.upstream[index] as string, { path, body: body.toString('utf8'), headers: { 'content-type': 'application/json' }, headersTimeoutMs: 60_000, bodyTimeoutMs: 60_000 }, {
+      onStart: (statusCode) => { status = statusCode; },
       onData: (chunk) => handler.onResponseData?.(NO_CONTROLLER, chunk),
       onEnd: () => handler.onResponseEnd?.(NO_CONTROLLER, {}),
-      onError: (err) => handler.onResponseError?.(NO_CONTROLLER, err),
+      onError: (_kind, err) => handler.onResponseError?.(NO_CONTROLLER, err),
     });
     return;
   }

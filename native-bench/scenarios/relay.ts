@@ -1,8 +1,8 @@
 // Relay scenario (issue 3): what does the gateway add on the request path compared with going straight to
 // a replica, and how does it compare with a tuned nginx in front of the same replicas?
 // Targets: direct (client round-robins over the mocks), gateway (round-robin policy, memory quota), floor (the
-// gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for a purpose-built
-// HTTP/1.1 client; `floor-node` swaps uWS for node:http), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
+// gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for the gateway's own
+// HTTP/1.1 client, src/upstream/upstream-client.ts; `floor-node` swaps uWS for node:http), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
 // JSON, at concurrency 32 (and any others listed: `--concurrency 32,1` adds an unloaded-latency pass).
 // Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
 // figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
