@@ -1,10 +1,10 @@
 // API key -> tenant. Keys are configured as SHA-256 hex digests or as env var names holding raw keys (hashed
 // here, once, at setup); the presented key is hashed and its digest compared with timingSafeEqual.
-// Thread: main. Hot path: one SHA-256 of the key (~2 us measured, see native-bench/scenarios/quota.ts) and
-// one Map lookup; the returned tenant object is built at setup and shared, so nothing is allocated.
+// Thread: main. Hot path: one SHA-256 of the key (one-shot crypto.hash, ~1.5 us; see native-bench/scenarios/
+// quota.ts) and one Map lookup; the returned tenant object is built at setup and shared, so nothing is allocated.
 // No cache of raw key -> tenant: it would save ~2 us (about 1% of a core at 5,000 req/s) at the cost of
 // keeping raw keys in memory and comparing them with early-exit string equality. Keys are never logged.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { TenantConfig } from '../config/schema.ts';
 import { tenantLimits, type TenantLimits } from '../quota/types.ts';
 
@@ -60,11 +60,11 @@ export class Authenticator {
   authenticate(authorizationHeader: string | undefined): AuthenticatedTenant | null {
     const key = bearerToken(authorizationHeader);
     if (key === null) return null;
-    const digest = sha256(key);
+    const hex = hash('sha256', key, 'hex');
     // The lookup's timing depends on the digest of the presented key, not on any stored key, and learning
     // about a digest does not yield a key (preimage resistance); the final check is constant time anyway.
-    const entry = this.byDigest.get(digest.toString('hex'));
-    if (entry === undefined || !timingSafeEqual(entry.digest, digest)) return null;
+    const entry = this.byDigest.get(hex);
+    if (entry === undefined || !timingSafeEqual(entry.digest, Buffer.from(hex, 'hex'))) return null;
     return entry.tenant;
   }
 }
@@ -74,8 +74,9 @@ export function hashApiKey(rawKey: string): string {
   return sha256(rawKey).toString('hex');
 }
 
+/** One-shot crypto.hash (Node ≥ 20.12): ~1.5 µs against ~2.4 µs for a createHash object per request. */
 function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
+  return hash('sha256', text, 'buffer');
 }
 
 /** RFC 6750 §2.1: scheme case-insensitive, one or more spaces, then the token; surrounding blanks ignored. */
