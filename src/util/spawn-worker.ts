@@ -7,11 +7,11 @@ import { Worker, type WorkerOptions } from 'node:worker_threads';
 const TSX_API = import.meta.resolve('tsx/esm/api');
 
 /**
- * V8 heap-sizing flags apply to the whole process (workers get resourceLimits instead) and make
+ * V8 heap-sizing and perf-map flags apply to the whole process (workers get resourceLimits instead) and make
  * `new Worker` throw ERR_WORKER_INVALID_EXEC_ARGV when inherited, so they are left out of a worker's execArgv.
  * `node --max-semi-space-size=32 src/main.ts` (fewer scavenges on the acceptor) must not stop the gateway.
  */
-const PROCESS_ONLY_FLAG = /^--(max-semi-space-size|max-old-space-size|min-semi-space-size|semi-space-growth-factor|trace-gc)(=|$)/;
+const PROCESS_ONLY_FLAG = /^--(max-semi-space-size|max-old-space-size|min-semi-space-size|semi-space-growth-factor|trace-gc|perf-basic-prof|perf-basic-prof-only-functions|perf-prof|perf-prof-unwinding-info)(=|$)/;
 
 export function workerExecArgv(args: readonly string[] = process.execArgv): string[] {
   const out: string[] = [];

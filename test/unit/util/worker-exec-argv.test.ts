@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import { workerExecArgv } from '../../../src/util/spawn-worker.ts';
 
-const FLAGS = ['--max-semi-space-size=32', '--max-old-space-size', '4096', '--trace-gc', '--enable-source-maps', '--import', 'tsx'];
+const FLAGS = ['--max-semi-space-size=32', '--perf-basic-prof', '--max-old-space-size', '4096', '--trace-gc', '--enable-source-maps', '--import', 'tsx'];
 
 test('heap-sizing flags (with = or a separate value) are dropped, everything else is kept in order', () => {
   assert.deepEqual(workerExecArgv(FLAGS), ['--enable-source-maps', '--import', 'tsx']);

@@ -1,0 +1,194 @@
+// Pipeline scenario (issue 3): what does the gateway's own request path cost in CPU, stage by stage, with the
+// sockets taken away? The relay scenario measures whole processes, where a loopback send() also pays for the
+// receiver's TCP processing and a shared 2-core machine moves every figure by 20-60 %; here the real stages
+// (auth, body parse, model resolution, inline tokenization with its caches, the memory quota store, the
+// round-robin router over a real in-flight ledger, UpstreamAttempt + the SSE relay, finishRequest with
+// metrics and an empty usage recorder) run in one process against a fake upstream that answers from canned
+// bytes (one SSE event per chunk, like vLLM) and a client sink that drops what it is given.
+// Variants: `full`, then the same with one stage replaced by a constant (no metrics, noop quota, fixed
+// tokenizer result): full minus a variant is that stage's cost. `frames` repeats `full` with 4x the output
+// tokens: the slope is the relay's per-frame cost. Rounds alternate the variants' order.
+// Thread: bench main thread. Run: `npm run bench -- pipeline [--requests N] [--rounds R]`.
+import { parseArgs } from 'node:util';
+import type { BenchScenario } from '../types.ts';
+import { hashApiKey, Authenticator } from '../../src/auth/authenticate.ts';
+import { parseConfig } from '../../src/config/load.ts';
+import type { GatewayConfig } from '../../src/config/schema.ts';
+import { GatewayMetrics } from '../../src/metrics/metrics.ts';
+import { handleCompletion, newContext } from '../../src/pipeline/handle-completion.ts';
+import { ModelCatalog } from '../../src/pipeline/model-catalog.ts';
+import type { RegistryStage, Services, TokenizeStage } from '../../src/pipeline/services.ts';
+import { createQuotaStore } from '../../src/quota/create-quota-store.ts';
+import type { QuotaDecision, QuotaStore } from '../../src/quota/types.ts';
+import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
+import type { ClientSink, HeaderList } from '../../src/relay/client-sink.ts';
+import { Router, createPolicy } from '../../src/router/route.ts';
+import { PromptTokenizer } from '../../src/tokenize/prompt-tokenizer.ts';
+import type { UpstreamCall, UpstreamClient, UpstreamHandler, UpstreamRequest } from '../../src/upstream/upstream-client.ts';
+import { UsageRecorder } from '../../src/usage/usage-recorder.ts';
+import { chatBody } from '../load/openai-bodies.ts';
+
+const API_KEY = 'sk-bench-pipeline';
+const MODEL = 'llama-3.1-8b-instruct';
+
+function benchConfig(): GatewayConfig {
+  return parseConfig({
+    server: { host: '127.0.0.1', port: 0 },
+    routing: { policy: 'round-robin' },
+    quota: { backend: 'memory', failure_mode: 'open' },
+    usage: { sinks: [] },
+    tokenizer: { threads: 0 },
+    pools: [{ id: 'bench', model: MODEL, mock_profile: 'tiny', replicas: [{ id: 'r1', url: 'http://127.0.0.1:9' }, { id: 'r2', url: 'http://127.0.0.1:10' }] }],
+    tenants: [{ name: 'bench', api_keys: [{ sha256: hashApiKey(API_KEY) }], tokens_per_second: 1e12, burst_tokens: 1e15, max_inflight: 1_000_000, sla_tier: 'premium' }],
+  });
+}
+
+/** Two healthy replicas, a real ledger; nothing scraped. */
+function fakeRegistry(cfg: GatewayConfig): RegistryStage {
+  const replicas = cfg.pools[0]!.replicas.map((r) => ({ id: r.id, url: r.url, draining: false, adapters: null }));
+  const slots = replicas.map((_, i) => i);
+  return {
+    candidates: () => slots,
+    isHealthy: () => true,
+    replica: (slot) => replicas[slot]!,
+    residentAdapters: () => [],
+    ledger: new InflightLedger(replicas.length),
+    reportDataPlaneFailure: () => undefined,
+    reportDataPlaneSuccess: () => undefined,
+  };
+}
+
+/** vLLM's event shapes (role chunk, one chunk per token, finish, usage, [DONE]), one Buffer per event. */
+function streamChunks(tokens: number): Buffer[] {
+  const id = 'chatcmpl-bench';
+  const head = `{"id":"${id}","object":"chat.completion.chunk","created":1764486000,"model":"${MODEL}"`;
+  const out = [`data: ${head},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`];
+  for (let i = 0; i < tokens; i++) {
+    const last = i === tokens - 1;
+    out.push(`data: ${head},"choices":[{"index":0,"delta":{"content":" tok${i}"},"logprobs":null,"finish_reason":${last ? '"length","stop_reason":null' : 'null'}}]}\n\n`);
+  }
+  out.push(`data: ${head},"choices":[],"usage":{"prompt_tokens":21,"total_tokens":${21 + tokens},"completion_tokens":${tokens},"prompt_tokens_details":{"cached_tokens":16}}}\n\n`);
+  out.push('data: [DONE]\n\n');
+  return out.map((s) => Buffer.from(s));
+}
+
+function jsonBody(tokens: number): Buffer {
+  return Buffer.from(JSON.stringify({
+    id: 'chatcmpl-bench', object: 'chat.completion', created: 1764486000, model: MODEL,
+    choices: [{ index: 0, message: { role: 'assistant', content: Array.from({ length: tokens }, (_, i) => ` tok${i}`).join('') }, logprobs: null, finish_reason: 'length', stop_reason: null }],
+    usage: { prompt_tokens: 21, total_tokens: 21 + tokens, completion_tokens: tokens, prompt_tokens_details: { cached_tokens: 16 } },
+  }));
+}
+
+/** Answers every dispatch from canned bytes on the microtask queue, as a socket read would, one chunk per event. */
+class CannedUpstream {
+  constructor(private readonly stream: Buffer[], private readonly json: Buffer) {}
+
+  dispatch(_url: string, req: UpstreamRequest, handler: UpstreamHandler): UpstreamCall {
+    const call: UpstreamCall = { done: false, pause() {}, resume() {}, abort() {} };
+    const chunks = req.body.includes('"stream":true') ? this.stream : [this.json];
+    queueMicrotask(() => {
+      handler.onStart(200);
+      for (let i = 0; i < chunks.length; i++) handler.onData(chunks[i]!);
+      handler.onEnd();
+    });
+    return call;
+  }
+}
+
+class DropSink implements ClientSink {
+  aborted = false;
+  started = false;
+  bytes = 0;
+  begin(_status: number, _headers: HeaderList): void { this.started = true; }
+  write(chunk: Uint8Array | string): boolean { this.bytes += chunk.length; return true; }
+  end(chunk?: Uint8Array | string): void { this.started = true; if (chunk !== undefined) this.bytes += chunk.length; }
+  onDrain(): void {}
+  setAbortHandler(): void {}
+  cork(fn: () => void): void { fn(); }
+}
+
+const NOOP_DECISION: QuotaDecision = Object.freeze({ ok: true, degraded: false, limitTokens: 1e15, remainingTokens: 1e15, resetSeconds: 0, limitRequests: 1e6, remainingRequests: 1e6 });
+const noopQuota: QuotaStore = { acquire: () => Promise.resolve(NOOP_DECISION), settle: () => Promise.resolve(), close: () => Promise.resolve() };
+const fixedTokenizer: TokenizeStage = { tokenize: () => Promise.resolve({ promptTokens: 21, blockHashes: new Float64Array([1]) }) };
+const silentLog = { info() {}, warn() {}, error() {} };
+
+const pipeline: BenchScenario = async (args) => {
+  const { values } = parseArgs({ args, options: { requests: { type: 'string', default: '40000' }, rounds: { type: 'string', default: '3' }, tokens: { type: 'string', default: '16' } } });
+  const requests = Number(values.requests);
+  const rounds = Number(values.rounds);
+  const tokens = Number(values.tokens);
+  const cfg = benchConfig();
+  const registry = fakeRegistry(cfg);
+  const tokenizer = await PromptTokenizer.create(cfg.tokenizer, ['llama3']);
+  const quota = await createQuotaStore(cfg.quota);
+  const metrics = new GatewayMetrics(cfg, { listenToWorkers: false });
+  const base: Services = {
+    cfg, catalog: new ModelCatalog(cfg), auth: new Authenticator(cfg.tenants, {}), quota, tokenizer, registry,
+    router: new Router(createPolicy(cfg.routing), registry),
+    upstream: new CannedUpstream(streamChunks(tokens), jsonBody(tokens)) as unknown as UpstreamClient,
+    usage: UsageRecorder.fromConfig(cfg), metrics, log: silentLog,
+  };
+  const long: Services = { ...base, upstream: new CannedUpstream(streamChunks(tokens * 4), jsonBody(tokens * 4)) as unknown as UpstreamClient };
+  const variants: Array<[string, Services]> = [
+    ['full', base],
+    [`full, ${tokens * 4} tokens`, long],
+    ['no metrics', { ...base, metrics: null }],
+    ['noop quota', { ...base, quota: noopQuota }],
+    ['fixed tokenizer result', { ...base, tokenizer: fixedTokenizer }],
+  ];
+  const authorization = `Bearer ${API_KEY}`;
+  const bodies = { stream: Buffer.from(chatBody({ model: MODEL, maxTokens: tokens, stream: true })), json: Buffer.from(chatBody({ model: MODEL, maxTokens: tokens, stream: false })) };
+
+  async function run(svc: Services, body: Buffer, n: number): Promise<number> {
+    const sink = new DropSink();
+    const cpu0 = process.cpuUsage();
+    for (let i = 0; i < n; i++) {
+      sink.started = false;
+      const ctx = newContext('chat', sink, undefined);
+      const tenant = svc.auth.authenticate(authorization);
+      if (tenant === null) throw new Error('bench key refused');
+      await handleCompletion(svc, ctx, { route: 'chat', tenant, body: Promise.resolve(body) });
+      if (ctx.status !== 200) throw new Error(`bench request answered ${ctx.status} ${ctx.code}`);
+    }
+    const d = process.cpuUsage(cpu0);
+    return (d.user + d.system) / n;
+  }
+
+  const results = new Map<string, number[]>();
+  for (const mode of ['stream', 'json'] as const) {
+    for (const [, svc] of variants) await run(svc, bodies[mode], Math.min(5000, requests)); // warm every path
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 === 0 ? variants : [...variants].reverse();
+      for (const [name, svc] of order) {
+        const us = await run(svc, bodies[mode], requests);
+        const key = `${mode}|${name}`;
+        results.set(key, [...(results.get(key) ?? []), us]);
+      }
+    }
+  }
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const rows: Array<Array<string | number>> = [];
+  for (const mode of ['stream', 'json'] as const) {
+    const full = median(results.get(`${mode}|full`)!);
+    for (const [name] of variants) {
+      const us = median(results.get(`${mode}|${name}`)!);
+      rows.push([mode, name, us.toFixed(1), name === 'full' ? '-' : (full - us).toFixed(1)]);
+    }
+  }
+  const s = median(results.get('stream|full')!);
+  const sl = median(results.get(`stream|full, ${tokens * 4} tokens`)!);
+  await Promise.all([tokenizer.close(), quota.close()]);
+  return {
+    title: 'Pipeline: CPU per request of the gateway\'s own stages, in process, no sockets',
+    columns: ['mode', 'variant', 'CPU µs/req', 'full − variant µs'],
+    rows,
+    notes: [
+      `${requests} sequential requests per run, ${rounds} rounds (medians), ${tokens} output tokens (${tokens + 3} SSE events); fake upstream answers on the microtask queue, client sink drops bytes`,
+      `relay per SSE event (stream, ${tokens * 4} vs ${tokens} tokens): ${((sl - s) / (tokens * 3)).toFixed(2)} µs`,
+      'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames',
+    ],
+  };
+};
+
+export default pipeline;
