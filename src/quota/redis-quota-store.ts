@@ -12,9 +12,12 @@ import { TenantKeyCache } from './keys.ts';
 import { closeRedisClient, defineScript, writeCoalescer, type RedisClient, type ScriptRunner } from './redis-client.ts';
 import type { QuotaDecision, QuotaStore, TenantLimits } from './types.ts';
 
-const ACQUIRE_LUA = readFileSync(new URL('./scripts/token-bucket.lua', import.meta.url), 'utf8');
-const SETTLE_LUA = readFileSync(new URL('./scripts/settle.lua', import.meta.url), 'utf8');
-const RENEW_LUA = readFileSync(new URL('./scripts/renew.lua', import.meta.url), 'utf8');
+/** Each script is prelude.lua (clock + bucket refill, shared so acquire and settle cannot disagree) + its body. */
+const script = (name: string): string => readFileSync(new URL('./scripts/prelude.lua', import.meta.url), 'utf8')
+  + readFileSync(new URL(`./scripts/${name}`, import.meta.url), 'utf8');
+const ACQUIRE_LUA = script('token-bucket.lua');
+const SETTLE_LUA = script('settle.lua');
+const RENEW_LUA = script('renew.lua');
 /** Ids per renew call: bounds one script's run time inside Redis. */
 const RENEW_BATCH = 500;
 

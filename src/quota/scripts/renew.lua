@@ -10,13 +10,7 @@
 -- Returns the ids that were NOT extended (expired or settled meanwhile): the caller stops renewing them.
 
 local ttl = tonumber(ARGV[1])
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-else
-  now = tonumber(ARGV[2])
-end
+local now = now_ms(ARGV[2])  -- prelude.lua
 local gone = {}
 for i = 3, #ARGV do
   local expiry = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[i]))

@@ -10,6 +10,7 @@
 -- ARGV[4]  refund        tokens to give back: reserved - used, >= 0 (the bucket is capped at burst)
 -- ARGV[5]  lease_ttl_ms  the TTL the lease was taken with (to recover its start for the duration EWMA)
 -- ARGV[6]  now_ms        '' = Redis TIME (production); a number = injected clock (tests only)
+-- Clock and refill: now_ms and refilled_bucket in prelude.lua (prepended by redis-quota-store.ts).
 --
 -- Returns 1 when this call settled the request, 0 when there was nothing (left) to settle.
 
@@ -18,13 +19,7 @@ local expiry = tonumber(redis.call('ZSCORE', KEYS[2], id))
 if expiry == nil then return 0 end
 redis.call('ZREM', KEYS[2], id)
 
-local now
-if ARGV[6] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-else
-  now = tonumber(ARGV[6])
-end
+local now = now_ms(ARGV[6])
 -- An expired lease already gave its slot back; its reservation is kept (the request outlived its lease).
 if expiry <= now then return 0 end
 
@@ -33,18 +28,8 @@ local burst = tonumber(ARGV[2])
 local refund = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 
-local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'dur')
-local tokens = tonumber(b[1])
-local ts = tonumber(b[2])
-local dur = tonumber(b[3])
-if tokens == nil or ts == nil then
-  tokens = burst
-  ts = now
-end
-if now > ts then
-  tokens = tokens + (now - ts) * rate / 1000
-  ts = now
-end
+-- refilled_bucket caps at burst before the refund and we cap again after: min(min(t, B) + r, B) = min(t + r, B).
+local tokens, ts, dur = refilled_bucket(KEYS[1], rate, burst, now)
 tokens = tokens + refund
 if tokens > burst then tokens = burst end
 

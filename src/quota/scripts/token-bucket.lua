@@ -22,8 +22,7 @@
 --   retry_ms          ms until this request would be admitted (0 when admitted). When cost > burst it can
 --                     never be admitted: reason 1 and retry_ms = ms until the bucket is full (see README).
 --
--- Clock: Redis TIME, so every gateway sharing the bucket uses one clock whatever the skew between hosts.
--- If TIME ever goes backwards (failover to a replica whose clock is behind), ts is kept and refill pauses.
+-- Clock and refill: now_ms and refilled_bucket in prelude.lua (prepended by redis-quota-store.ts).
 
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
@@ -31,27 +30,8 @@ local cost = tonumber(ARGV[3])
 local max_inflight = tonumber(ARGV[4])
 local id = ARGV[5]
 local ttl = tonumber(ARGV[6])
-local now
-if ARGV[7] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-else
-  now = tonumber(ARGV[7])
-end
-
-local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'dur')
-local tokens = tonumber(b[1])
-local ts = tonumber(b[2])
-local dur = tonumber(b[3])
-if tokens == nil or ts == nil then
-  tokens = burst
-  ts = now
-end
-if now > ts then
-  tokens = tokens + (now - ts) * rate / 1000
-  ts = now
-end
-if tokens > burst then tokens = burst end
+local now = now_ms(ARGV[7])
+local tokens, ts, dur = refilled_bucket(KEYS[1], rate, burst, now)
 
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[2])
