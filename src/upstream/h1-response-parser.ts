@@ -39,6 +39,11 @@ export class H1ResponseParser {
   private crlfLeft = 0;
   private keepAlive = true;
   private readonly sink: H1ResponseSink;
+  // The bytes a line-oriented step scans (window()): the input, or the held bytes joined with it.
+  private wSrc: Buffer = Buffer.alloc(0);
+  private wFrom = 0;
+  private wTo = 0;
+  private wHeld = 0;
 
   constructor(sink: H1ResponseSink) {
     this.sink = sink;
@@ -150,28 +155,45 @@ export class H1ResponseParser {
     this.sink.onComplete(this.keepAlive);
   }
 
+  /**
+   * Sets the scan window for a step that needs whole lines: buf[at, end), or, when bytes of an unfinished
+   * line or header block are held from the previous read, those bytes joined with it (rare: a copy).
+   */
+  private window(buf: Buffer, at: number, end: number): void {
+    if (this.held === null) {
+      this.wSrc = buf;
+      this.wFrom = at;
+      this.wTo = end;
+      this.wHeld = 0;
+      return;
+    }
+    this.wHeld = this.held.length;
+    this.wSrc = Buffer.concat([this.held, buf.subarray(at, end)]);
+    this.wFrom = 0;
+    this.wTo = this.wSrc.length;
+    this.held = null;
+  }
+
+  /** Keeps the window for the next read (-1), or -2 when it is already longer than `limit`. */
+  private hold(limit: number): number {
+    if (this.wTo - this.wFrom > limit) return -2;
+    this.held = Buffer.from(this.wSrc.subarray(this.wFrom, this.wTo));
+    return -1;
+  }
+
+  /** The input index matching window index `i` (held bytes came before the input). */
+  private inputIndex(at: number, i: number): number {
+    return at + (i - this.wFrom) - this.wHeld;
+  }
+
   /** Returns the index after the header block, -1 when more bytes are needed, -2 on malformed input. */
   private head(buf: Buffer, at: number, end: number): number {
-    let src = buf;
-    let from = at;
-    let to = end;
-    let heldLen = 0;
-    if (this.held !== null) {
-      heldLen = this.held.length;
-      src = Buffer.concat([this.held, buf.subarray(at, end)]);
-      from = 0;
-      to = src.length;
-    }
-    const term = src.indexOf('\r\n\r\n', from, 'latin1');
-    if (term === -1 || term + 4 > to) {
-      if (to - from > MAX_HEAD_BYTES) return -2;
-      this.held = Buffer.from(src.subarray(from, to));
-      return -1;
-    }
-    this.held = null;
-    const used = term + 4 - from; // bytes of the block, held part included
-    if (!this.parseHead(src.toString('latin1', from, term))) return -2;
-    return at + used - heldLen;
+    this.window(buf, at, end);
+    const src = this.wSrc;
+    const term = src.indexOf('\r\n\r\n', this.wFrom, 'latin1');
+    if (term === -1 || term + 4 > this.wTo) return this.hold(MAX_HEAD_BYTES);
+    if (!this.parseHead(src.toString('latin1', this.wFrom, term))) return -2;
+    return this.inputIndex(at, term + 4);
   }
 
   private parseHead(text: string): boolean {
@@ -235,22 +257,11 @@ export class H1ResponseParser {
 
   /** Chunk-size line "1a2;ext=1\r\n". Returns the index after it, -1 for more bytes, -2 when malformed. */
   private sizeLine(buf: Buffer, at: number, end: number): number {
-    let src = buf;
-    let from = at;
-    let heldLen = 0;
-    if (this.held !== null) {
-      heldLen = this.held.length;
-      src = Buffer.concat([this.held, buf.subarray(at, end)]);
-      from = 0;
-    }
+    this.window(buf, at, end);
+    const src = this.wSrc;
+    const from = this.wFrom;
     const lf = src.indexOf(LF, from);
-    const to = this.held !== null ? src.length : end;
-    if (lf === -1 || lf >= to) {
-      if (to - from > MAX_SIZE_LINE) return -2;
-      this.held = Buffer.from(src.subarray(from, to));
-      return -1;
-    }
-    this.held = null;
+    if (lf === -1 || lf >= this.wTo) return this.hold(MAX_SIZE_LINE);
     if (lf === from || src[lf - 1] !== CR) return -2;
     let size = 0;
     let digits = 0;
@@ -264,41 +275,27 @@ export class H1ResponseParser {
     }
     if (digits === 0 || digits > 12) return -2;
     if (k < lf - 1 && src[k] !== 0x3b /* ; */ && src[k] !== 0x20 && src[k] !== 0x09) return -2;
-    const next = at + (lf + 1 - from) - heldLen;
     if (size === 0) {
       this.state = S_TRAILERS;
     } else {
       this.remaining = size;
       this.state = S_DATA;
     }
-    return next;
+    return this.inputIndex(at, lf + 1);
   }
 
-  /** After the last chunk: trailer lines up to an empty line. Returns as sizeLine does. */
+  /** After the last chunk: trailer lines up to an empty line (usually none: just CRLF). Returns as sizeLine. */
   private trailers(buf: Buffer, at: number, end: number): number {
-    let src = buf;
-    let from = at;
-    let heldLen = 0;
-    if (this.held !== null) {
-      heldLen = this.held.length;
-      src = Buffer.concat([this.held, buf.subarray(at, end)]);
-      from = 0;
-    }
-    const to = this.held !== null ? src.length : end;
-    // The common case: no trailers, just CRLF.
-    let lineStart = from;
+    this.window(buf, at, end);
+    const src = this.wSrc;
+    let lineStart = this.wFrom;
     for (;;) {
       const lf = src.indexOf(LF, lineStart);
-      if (lf === -1 || lf >= to) {
-        if (to - from > MAX_HEAD_BYTES) return -2;
-        this.held = Buffer.from(src.subarray(from, to));
-        return -1;
-      }
+      if (lf === -1 || lf >= this.wTo) return this.hold(MAX_HEAD_BYTES);
       if (lf === lineStart || src[lf - 1] !== CR) return -2;
       if (lf === lineStart + 1) {
-        this.held = null;
         this.done();
-        return at + (lf + 1 - from) - heldLen;
+        return this.inputIndex(at, lf + 1);
       }
       lineStart = lf + 1;
     }
