@@ -11,8 +11,8 @@ import { createRedisClient, type RedisClient } from '../../../src/quota/redis-cl
 import { startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 import { openStream, type OpenStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+import { REDIS_URL } from '../../helpers/redis.ts';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `test:quota-ops:${randomUUID()}`;
 const sha = (k: string): string => createHash('sha256').update(k).digest('hex');
 const LIMITED_KEY = 'sk-ops-limited';

@@ -10,8 +10,8 @@ import { createRedisClient, type RedisClient } from '../../../src/quota/redis-cl
 import { ALPHA_KEY, TINY_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 import { openStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+import { REDIS_URL } from '../../helpers/redis.ts';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const STREAM_KEY = `test:usage:${randomUUID()}`;
 const CONTRACT_FIELDS = ['request_id', 'tenant', 'model', 'pool', 'adapter', 'replica', 'status', 'finish_reason', 'input_tokens',
   'output_tokens', 'cached_tokens', 'ttft_ms', 'duration_ms', 'retries', 'cancelled', 'ts'].sort();

@@ -2,35 +2,26 @@
 // Redis at REDIS_URL: the limits hold across processes, a killed process's lease expires, settle is once.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
-import { createRedisClient, type RedisClient } from '../../../src/quota/redis-client.ts';
+import type { RedisClient } from '../../../src/quota/redis-client.ts';
+import { REDIS_URL, connectTestRedis, type TestRedis } from '../../helpers/redis.ts';
 import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import type { TenantLimits } from '../../../src/quota/types.ts';
 import type { ChildArgs, HammerResult } from './quota-child.ts';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const CHILD = new URL('./quota-child.ts', import.meta.url).pathname;
 
+let redis: TestRedis;
 let client: RedisClient;
-const prefixes: string[] = [];
 before(async () => {
-  client = createRedisClient(REDIS_URL, { connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
-  await new Promise((r) => client.once('ready', r));
+  redis = await connectTestRedis();
+  client = redis.client;
 });
 after(async () => {
-  for (const p of prefixes) {
-    const keys = await client.keys(`${p}:*`);
-    if (keys.length > 0) await client.del(...keys);
-  }
-  await client.quit();
+  await redis.close();
 });
-const freshPrefix = (): string => {
-  const p = `test:${randomUUID()}`;
-  prefixes.push(p);
-  return p;
-};
+const freshPrefix = (): string => redis.freshPrefix();
 
 /** A child gateway process: send it a job, get its JSON answer. */
 class Child {

@@ -1,36 +1,22 @@
 // The shared behaviour suite against the real Redis at REDIS_URL, each test under its own key prefix, plus
 // what only the Redis backend has: Redis TIME as the clock and the hash-tagged key schema.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { createRedisClient, type RedisClient } from '../../../src/quota/redis-client.ts';
+import type { RedisClient } from '../../../src/quota/redis-client.ts';
+import { connectTestRedis, type TestRedis } from '../../helpers/redis.ts';
 import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import { runStoreBehaviourSuite } from './store-behaviour.ts';
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+let redis: TestRedis;
 let client: RedisClient;
-
 before(async () => {
-  client = createRedisClient(REDIS_URL, { connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
-  await new Promise<void>((resolve, reject) => {
-    client.once('ready', () => resolve());
-    setTimeout(() => reject(new Error(`no Redis at ${REDIS_URL}`)), 3000).unref();
-  });
+  redis = await connectTestRedis();
+  client = redis.client;
 });
-
-const prefixes: string[] = [];
 after(async () => {
-  for (const p of prefixes) {
-    const keys = await client.keys(`${p}:*`);
-    if (keys.length > 0) await client.del(...keys);
-  }
-  await client.quit();
+  await redis.close();
 });
-const freshPrefix = (): string => {
-  const p = `test:${randomUUID()}`;
-  prefixes.push(p);
-  return p;
-};
+const freshPrefix = (): string => redis.freshPrefix();
 
 runStoreBehaviourSuite('redis', (clock, leaseTtlMs) =>
   Promise.resolve(new RedisQuotaStore(client, { keyPrefix: freshPrefix(), leaseTtlMs, clock: clock.now, sharedClient: true, renewLeases: false })));
