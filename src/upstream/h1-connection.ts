@@ -40,14 +40,25 @@ export function upstreamError(code: string, message: string): Error {
 export class H1Connection implements H1ResponseSink {
   readonly socket: Socket;
   exchange: H1Exchange | null = null;
-  /** performance.now() of the last request write or socket read; the pool's sweeper checks it. */
+  /** performance.now() of the last socket read (or of resume()): the body timeout runs from it. */
   lastActivity = performance.now();
+  /**
+   * performance.now() from which the headers timeout runs: the request's write, or the connection coming up
+   * when the request was written while it was still connecting (that phase is the connect timeout's).
+   */
+  sentAt = 0;
   headReceived = false;
   /** Idle in the pool since (performance.now()), for the keep-alive limit. */
   idleSince = 0;
-  private connected = false;
-  private paused = false;
+  connected = false;
+  /** The consumer paused the read (backpressure): no timeout runs while the gateway itself holds the socket. */
+  paused = false;
   private gone = false;
+  /**
+   * The exchange completed with keep-alive inside the read being parsed. The connection is handed back only
+   * after the whole read is parsed: bytes after the response must fail it, never become the next request's.
+   */
+  private releasePending = false;
   private connectTimer: NodeJS.Timeout | null;
   private readonly parser: H1ResponseParser;
   private readonly owner: H1ConnectionOwner;
@@ -64,6 +75,7 @@ export class H1Connection implements H1ResponseSink {
     this.socket.once('connect', () => {
       this.connected = true;
       this.clearConnectTimer();
+      if (this.exchange !== null) this.sentAt = performance.now();
     });
     this.connectTimer = setTimeout(() => {
       this.connectTimer = null;
@@ -83,7 +95,7 @@ export class H1Connection implements H1ResponseSink {
     this.exchange = exchange;
     this.headReceived = false;
     this.parser.reset();
-    this.lastActivity = performance.now();
+    this.sentAt = this.lastActivity = performance.now();
     this.socket.write(request, 'utf8');
   }
 
@@ -96,6 +108,8 @@ export class H1Connection implements H1ResponseSink {
   resume(): void {
     if (!this.paused || this.gone) return;
     this.paused = false;
+    // The pause was ours, not the replica's silence: the body timeout starts again from here.
+    this.lastActivity = performance.now();
     this.socket.resume();
   }
 
@@ -127,13 +141,8 @@ export class H1Connection implements H1ResponseSink {
   onComplete(keepAlive: boolean): void {
     const ex = this.exchange;
     this.exchange = null;
-    if (keepAlive && !this.gone) {
-      // A response completed inside a read the relay paused on is not a reason to keep the socket paused.
-      this.resume();
-      this.owner.released(this);
-    } else {
-      this.close();
-    }
+    if (keepAlive && !this.gone) this.releasePending = true; // handed back by onRead once the read is parsed
+    else this.close();
     if (ex !== null) ex.onComplete();
   }
 
@@ -146,6 +155,18 @@ export class H1Connection implements H1ResponseSink {
       return false;
     }
     const err = this.parser.feed(READ_BUFFER, 0, n);
+    if (this.releasePending) {
+      this.releasePending = false;
+      // The exchange already completed; bytes after it (err) mean the connection is out of step: drop it.
+      if (err !== null || this.gone) {
+        this.close();
+        return false;
+      }
+      // A response completed inside a read the relay paused on is not a reason to keep the socket paused.
+      this.resume();
+      this.owner.released(this);
+      return !this.paused && !this.gone;
+    }
     if (err !== null && !this.gone) this.fail(this.headReceived ? 'reset' : 'other', upstreamError('UPSTREAM_BAD_RESPONSE', err));
     return !this.paused && !this.gone;
   }

@@ -200,8 +200,11 @@ export class H1ResponseParser {
     // "HTTP/1.1 200 OK"
     if (text.length < 12 || !text.startsWith('HTTP/1.')) return false;
     const minor = text.charCodeAt(7);
+    if (text.charCodeAt(8) !== 0x20 || !isDigit(text.charCodeAt(9)) || !isDigit(text.charCodeAt(10)) || !isDigit(text.charCodeAt(11))) return false;
+    const after = text.charCodeAt(12); // a space before the reason phrase, or the line's end
+    if (text.length > 12 && after !== 0x20 && after !== 0x0d) return false;
     const status = Number(text.slice(9, 12));
-    if (!Number.isInteger(status) || status < 100 || status > 999 || text.charCodeAt(8) !== 0x20) return false;
+    if (status < 100) return false;
     let keepAlive = minor === 0x31; // HTTP/1.1 keeps the connection unless told otherwise; 1.0 closes it
     let length = -1;
     let chunked = false;
@@ -238,8 +241,8 @@ export class H1ResponseParser {
       return true;
     }
     this.keepAlive = keepAlive;
+    // An abort inside onHead leaves the parser running; the connection ignores what follows (exchange gone).
     this.sink.onHead(status);
-    if (this.state === S_ERROR || this.state === S_DONE) return true; // the sink aborted inside onHead
     if (status === 204 || status === 304) {
       this.done();
     } else if (chunked) {
@@ -300,4 +303,8 @@ export class H1ResponseParser {
       lineStart = lf + 1;
     }
   }
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
 }

@@ -53,6 +53,8 @@ const HEADER_VALUE_OK = /^[^\r\n]*$/;
 class Attempt implements UpstreamCall, H1Exchange {
   done = false;
   conn: H1Connection | null = null;
+  /** performance.now() when it started waiting for a connection: the headers timeout covers the wait. */
+  queuedAt = 0;
   private readonly handler: UpstreamHandler;
   private readonly pool: ReplicaPool;
   readonly request: string;
@@ -137,7 +139,10 @@ class ReplicaPool implements H1ConnectionOwner {
   private readonly idle: H1Connection[] = [];
   readonly all = new Set<H1Connection>();
   private readonly queue: Attempt[] = [];
-  closing = false;
+  /** forget(): no connection goes back to idle; queued attempts still run on the busy ones as they free up. */
+  private retired = false;
+  /** destroyAll(): everything closed, nothing new starts. */
+  private destroyed = false;
 
   constructor(url: string, cfg: UpstreamClientConfig) {
     const u = new URL(url);
@@ -150,6 +155,10 @@ class ReplicaPool implements H1ConnectionOwner {
   }
 
   dispatch(a: Attempt): void {
+    if (this.destroyed) {
+      a.onFailure('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
+      return;
+    }
     const conn = this.idle.pop();
     if (conn !== undefined) {
       a.start(conn);
@@ -159,6 +168,7 @@ class ReplicaPool implements H1ConnectionOwner {
       a.start(this.open());
       return;
     }
+    a.queuedAt = performance.now();
     this.queue.push(a);
   }
 
@@ -168,13 +178,13 @@ class ReplicaPool implements H1ConnectionOwner {
   }
 
   released(c: H1Connection): void {
-    if (this.closing) {
-      c.destroy();
-      return;
-    }
-    const next = this.queue.shift();
+    const next = this.destroyed ? undefined : this.queue.shift();
     if (next !== undefined) {
       next.start(c);
+      return;
+    }
+    if (this.retired || this.destroyed) {
+      c.destroy();
       return;
     }
     c.idleSince = performance.now();
@@ -186,7 +196,7 @@ class ReplicaPool implements H1ConnectionOwner {
     const i = this.idle.lastIndexOf(c);
     if (i !== -1) this.idle.splice(i, 1);
     // A slot opened up: the oldest waiting attempt gets a new connection.
-    if (this.queue.length > 0 && !this.closing && this.all.size < this.cfg.connections_per_replica) {
+    if (this.queue.length > 0 && !this.destroyed && this.all.size < this.cfg.connections_per_replica) {
       this.queue.shift()!.start(this.open());
     }
   }
@@ -199,19 +209,29 @@ class ReplicaPool implements H1ConnectionOwner {
         if (c.idleSince > 0 && now - c.idleSince > KEEP_ALIVE_MS) c.destroy();
         continue;
       }
+      // Still connecting: the connect timeout's phase. Paused: the gateway holds the socket, not the replica.
+      if (!c.connected || c.paused) continue;
       if (!c.headReceived) {
-        if (now - c.lastActivity > ex.headersTimeoutMs) {
+        if (now - c.sentAt > ex.headersTimeoutMs) {
           c.fail('headers_timeout', upstreamError('UPSTREAM_HEADERS_TIMEOUT', `no response head within ${ex.headersTimeoutMs} ms`));
         }
       } else if (now - c.lastActivity > ex.bodyTimeoutMs) {
         c.fail('body_timeout', upstreamError('UPSTREAM_BODY_TIMEOUT', `no body bytes for ${ex.bodyTimeoutMs} ms`));
       }
     }
+    // Waiting for a connection counts against the headers timeout too: a non-stream request has no other bound.
+    for (let i = 0; i < this.queue.length; i++) {
+      const a = this.queue[i]!;
+      if (now - a.queuedAt > a.headersTimeoutMs) {
+        this.queue.splice(i--, 1);
+        a.onFailure('headers_timeout', upstreamError('UPSTREAM_HEADERS_TIMEOUT', `no connection free within ${a.headersTimeoutMs} ms`));
+      }
+    }
   }
 
   /** Closes every connection; waiting attempts fail. */
   destroyAll(): void {
-    this.closing = true;
+    this.destroyed = true;
     const waiting = this.queue.splice(0);
     for (const c of [...this.all]) c.fail('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
     for (const a of waiting) a.onFailure('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
@@ -219,7 +239,7 @@ class ReplicaPool implements H1ConnectionOwner {
 
   /** Stops reuse: idle connections close now, busy ones when their exchange ends; queued attempts still run. */
   retire(): void {
-    this.closing = true;
+    this.retired = true;
     for (const c of this.idle.splice(0)) c.destroy();
     while (this.queue.length > 0 && this.all.size < this.cfg.connections_per_replica) this.queue.shift()!.start(this.open());
   }
@@ -241,6 +261,7 @@ export class UpstreamClient {
   private readonly retired = new Set<ReplicaPool>();
   private readonly cfg: UpstreamClientConfig;
   private sweeper: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(cfg: UpstreamClientConfig) {
     this.cfg = cfg;
@@ -248,10 +269,13 @@ export class UpstreamClient {
 
   dispatch(url: string, req: UpstreamRequest, handler: UpstreamHandler): UpstreamCall {
     let pool = this.pools.get(url);
-    if (pool === undefined) {
+    if (pool === undefined || this.closed) {
       pool = new ReplicaPool(url, this.cfg);
-      this.pools.set(url, pool);
-      this.startSweeper();
+      if (this.closed) pool.destroyAll(); // the attempt below fails at once: nothing opens after close()
+      else {
+        this.pools.set(url, pool);
+        this.startSweeper();
+      }
     }
     const a = new Attempt(pool, renderRequest(pool.hostHeader, req), req, handler);
     pool.dispatch(a);
@@ -273,6 +297,7 @@ export class UpstreamClient {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     if (this.sweeper !== null) clearInterval(this.sweeper);
     this.sweeper = null;
     for (const p of [...this.pools.values(), ...this.retired]) p.destroyAll();

@@ -3,94 +3,10 @@
 // retry policy distinguishes, the timeouts, backpressure through pause/resume, and retiring a replica.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server, type Socket } from 'node:net';
-import { UpstreamClient, type UpstreamHandler, type UpstreamRequest } from '../../../src/upstream/upstream-client.ts';
-import type { UpstreamFailureKind } from '../../../src/upstream/upstream-errors.ts';
+import type { Socket } from 'node:net';
+import { OK, client, closeAll, recorder, req, scripted } from './scripted-upstream.ts';
 
-const servers: Server[] = [];
-const clients: UpstreamClient[] = [];
-after(async () => {
-  for (const c of clients) await c.close();
-  for (const s of servers) s.close();
-});
-
-interface Scripted {
-  url: string;
-  port: number;
-  connections: number;
-  requests: string[];
-  sockets: Socket[];
-}
-
-/** A raw TCP server: `respond` gets each complete request (head + body) and its socket. */
-async function scripted(respond: (req: string, sock: Socket, n: number) => void): Promise<Scripted> {
-  const s: Scripted = { url: '', port: 0, connections: 0, requests: [], sockets: [] };
-  const server = createServer((sock) => {
-    s.connections++;
-    s.sockets.push(sock);
-    let buf = '';
-    sock.on('error', () => undefined);
-    sock.on('data', (d) => {
-      buf += d.toString('latin1');
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end === -1) return;
-        const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
-        if (buf.length < end + 4 + len) return;
-        const req = buf.slice(0, end + 4 + len);
-        buf = buf.slice(end + 4 + len);
-        s.requests.push(req);
-        respond(req, sock, s.requests.length);
-      }
-    });
-  });
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  s.port = (server.address() as { port: number }).port;
-  s.url = `http://127.0.0.1:${s.port}`;
-  return s;
-}
-
-function client(over: Partial<{ connect_timeout_ms: number; connections_per_replica: number }> = {}): UpstreamClient {
-  const c = new UpstreamClient({ connect_timeout_ms: 1000, connections_per_replica: 8, ...over });
-  clients.push(c);
-  return c;
-}
-
-interface Result {
-  status: number;
-  body: string;
-  error: UpstreamFailureKind | null;
-  errorCode: string | null;
-  settledAt: number;
-}
-
-function recorder(onChunk?: (chunk: Buffer) => void): { handler: UpstreamHandler; done: Promise<Result>; result: Result } {
-  const result: Result = { status: 0, body: '', error: null, errorCode: null, settledAt: 0 };
-  let settle!: (r: Result) => void;
-  let settledTimes = 0;
-  const done = new Promise<Result>((r) => { settle = r; });
-  const handler: UpstreamHandler = {
-    onStart: (s) => { result.status = s; },
-    onData: (c) => { result.body += c.toString('latin1'); onChunk?.(c); },
-    onEnd: () => { settledTimes++; assert.equal(settledTimes, 1); result.settledAt = performance.now(); settle(result); },
-    onError: (kind, err) => {
-      settledTimes++;
-      assert.equal(settledTimes, 1, 'onEnd/onError called more than once');
-      result.error = kind;
-      result.errorCode = (err as { code?: string }).code ?? err.name;
-      result.settledAt = performance.now();
-      settle(result);
-    },
-  };
-  return { handler, done, result };
-}
-
-function req(body = '{"model":"m"}', over: Partial<UpstreamRequest> = {}): UpstreamRequest {
-  return { path: '/v1/chat/completions', body, headers: { 'content-type': 'application/json', 'x-request-id': 'rid-1' }, headersTimeoutMs: 5000, bodyTimeoutMs: 5000, ...over };
-}
-
-const OK = (body: string): string => `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+after(closeAll);
 
 test('sequential requests share one keep-alive connection and the server gets the exact request', async () => {
   const srv = await scripted((_r, sock, n) => sock.write(OK(`{"n":${n}}`)));
@@ -184,7 +100,7 @@ test('aborting an attempt in flight closes its socket, which the replica sees at
 test('a refused connection is a connect failure', async () => {
   const srv = await scripted(() => undefined);
   const port = srv.port;
-  await new Promise<void>((r) => servers.pop()!.close(() => r()));
+  await srv.close();
   const r = recorder();
   client().dispatch(`http://127.0.0.1:${port}`, req(), r.handler);
   const res = await r.done;
