@@ -263,8 +263,12 @@ export class H1ResponseParser {
     this.window(buf, at, end);
     const src = this.wSrc;
     const from = this.wFrom;
-    const lf = src.indexOf(LF, from);
-    if (lf === -1 || lf >= this.wTo) return this.hold(MAX_SIZE_LINE);
+    // A size line is a few bytes ("12b\r\n"): a JS scan costs less than a native indexOf call per chunk.
+    const stop = Math.min(this.wTo, from + MAX_SIZE_LINE + 1);
+    let lf = from;
+    while (lf < stop && src[lf] !== LF) lf++;
+    if (lf >= this.wTo) return this.hold(MAX_SIZE_LINE);
+    if (lf === stop) return -2;
     if (lf === from || src[lf - 1] !== CR) return -2;
     let size = 0;
     let digits = 0;
