@@ -7,6 +7,7 @@
 // Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
 // figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
 // Thread: bench main thread (the load generator); every target and each mock replica is its own process.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,9 +56,12 @@ const relay: BenchScenario = async (args) => {
   const maxTokens = Number(values['max-tokens']);
   const wanted = values.targets.split(',');
   const modes = values.modes.split(',').filter((m) => m === 'stream' || m === 'json');
-  // --pin: the proxy alone on CPU 1, the mocks on CPU 0 and this client wherever the scheduler puts it.
+  // --pin: the proxy alone on CPU 1; the mocks and this process (the load generator, all its threads) on CPU 0.
+  // The question it answers: with a core of its own, as a gateway has in production, does the proxy cap the
+  // system's throughput, or is the backend (here the mocks and the client sharing one core) the limit?
   const proxyCpus = values.pin ? '1' : undefined;
   const mockCpus = values.pin ? '0' : undefined;
+  if (values.pin) execFileSync('taskset', ['-a', '-p', '-c', '0', String(process.pid)], { stdio: 'ignore' });
 
   const logDir = mkdtempSync(join(tmpdir(), 'expediter-relay-'));
   const cpuProfDir = values['cpu-prof'] ? join(logDir, 'cpuprof') : undefined;
@@ -167,7 +171,7 @@ const relay: BenchScenario = async (args) => {
     + `concurrency ${concurrencies.join(' and ')}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
   if (values['gateway-config'] !== '{}') notes.push(`gateway config overrides: ${values['gateway-config']}`);
-  notes.push(values.pin ? 'pinned: proxy on CPU 1, mocks on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
+  notes.push(values.pin ? 'pinned: proxy alone on CPU 1; mocks and the load generator on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');
   notes.push('proxy req/s per core = 1e6 / proxy CPU µs per request: the ceiling of a proxy on one core, independent of '
     + 'the mock and client sharing the box (for nginx auto it is per core summed over workers)');
   notes.push('TTFB = time to the first body byte (the first SSE data frame when streaming); medians over rounds of per-run percentiles');
