@@ -8,8 +8,14 @@
 // Variants: `full`, then the same with one stage replaced by a constant (no metrics, noop quota, fixed
 // tokenizer result): full minus a variant is that stage's cost. `frames` repeats `full` with 4x the output
 // tokens: the slope is the relay's per-frame cost. Rounds alternate the variants' order.
+// Allocation: bytes allocated per request = growth of the young generation (new space + new large objects)
+// over a short run (--alloc-requests) in which no GC ran (a `gc` PerformanceObserver, and the young generation
+// never shrinking between samples). It needs a young generation larger than that run allocates:
+// `node --min-semi-space-size=256 --max-semi-space-size=256 --import tsx native-bench/run.ts pipeline`; otherwise the column says `gc`.
 // Thread: bench main thread. Run: `npm run bench -- pipeline [--requests N] [--rounds R]`.
+import { PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { getHeapSpaceStatistics } from 'node:v8';
 import type { BenchScenario } from '../types.ts';
 import { hashApiKey, Authenticator } from '../../src/auth/authenticate.ts';
 import { parseConfig } from '../../src/config/load.ts';
@@ -114,7 +120,8 @@ const fixedTokenizer: TokenizeStage = { tokenize: () => Promise.resolve({ prompt
 const silentLog = { info() {}, warn() {}, error() {} };
 
 const pipeline: BenchScenario = async (args) => {
-  const { values } = parseArgs({ args, options: { requests: { type: 'string', default: '40000' }, rounds: { type: 'string', default: '3' }, tokens: { type: 'string', default: '16' } } });
+  const { values } = parseArgs({ args, options: { requests: { type: 'string', default: '40000' }, rounds: { type: 'string', default: '3' }, tokens: { type: 'string', default: '16' }, 'alloc-requests': { type: 'string', default: '2000' } } });
+  const allocRequests = Number(values['alloc-requests']);
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);
   const tokens = Number(values.tokens);
@@ -155,9 +162,36 @@ const pipeline: BenchScenario = async (args) => {
     return (d.user + d.system) / n;
   }
 
+  let gcs = 0;
+  const gcObserver = new PerformanceObserver((list) => { gcs += list.getEntries().length; });
+  gcObserver.observe({ entryTypes: ['gc'] });
+  /** Bytes allocated per request over a run with no GC, or null when a GC ran (young generation too small). */
+  const young = (): number => {
+    let used = 0;
+    for (const sp of getHeapSpaceStatistics()) if (sp.space_name === 'new_space' || sp.space_name === 'new_large_object_space') used += sp.space_used_size;
+    return used;
+  };
+  async function allocation(svc: Services, body: Buffer): Promise<number | null> {
+    await new Promise((r) => setTimeout(r, 20)); // let pending GC entries arrive
+    const gc0 = gcs;
+    const y0 = young();
+    let last = y0;
+    let shrank = false;
+    for (let done = 0; done < allocRequests; done += 100) {
+      await run(svc, body, 100);
+      const y = young();
+      if (y < last) shrank = true;
+      last = y;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    return gcs === gc0 && !shrank ? (last - y0) / allocRequests : null;
+  }
+
   const results = new Map<string, number[]>();
+  const allocs = new Map<string, number | null>();
   for (const mode of ['stream', 'json'] as const) {
     for (const [, svc] of variants) await run(svc, bodies[mode], Math.min(5000, requests)); // warm every path
+    for (const [name, svc] of variants) allocs.set(`${mode}|${name}`, await allocation(svc, bodies[mode]));
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? variants : [...variants].reverse();
       for (const [name, svc] of order) {
@@ -173,20 +207,23 @@ const pipeline: BenchScenario = async (args) => {
     const full = median(results.get(`${mode}|full`)!);
     for (const [name] of variants) {
       const us = median(results.get(`${mode}|${name}`)!);
-      rows.push([mode, name, us.toFixed(1), name === 'full' ? '-' : (full - us).toFixed(1)]);
+      const a = allocs.get(`${mode}|${name}`);
+      rows.push([mode, name, us.toFixed(1), name === 'full' ? '-' : (full - us).toFixed(1), a === null || a === undefined ? 'gc' : (a / 1024).toFixed(1)]);
     }
   }
   const s = median(results.get('stream|full')!);
   const sl = median(results.get(`stream|full, ${tokens * 4} tokens`)!);
+  gcObserver.disconnect();
   await Promise.all([tokenizer.close(), quota.close()]);
   return {
     title: 'Pipeline: CPU per request of the gateway\'s own stages, in process, no sockets',
-    columns: ['mode', 'variant', 'CPU µs/req', 'full − variant µs'],
+    columns: ['mode', 'variant', 'CPU µs/req', 'full − variant µs', 'KiB allocated/req'],
     rows,
     notes: [
       `${requests} sequential requests per run, ${rounds} rounds (medians), ${tokens} output tokens (${tokens + 3} SSE events); fake upstream answers on the microtask queue, client sink drops bytes`,
       `relay per SSE event (stream, ${tokens * 4} vs ${tokens} tokens): ${((sl - s) / (tokens * 3)).toFixed(2)} µs`,
       'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames',
+      `KiB allocated/req: heap growth over ${allocRequests} requests with no GC in between ('gc': one ran; start node with --min-semi-space-size=256 --max-semi-space-size=256)`,
     ],
   };
 };
