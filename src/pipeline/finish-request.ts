@@ -51,7 +51,7 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     }
   }
   const durationMs = performance.now() - ctx.startedAt;
-  if (tenant !== null) {
+  if (tenant !== null && svc.usage.active) {
     svc.usage.record({
       request_id: ctx.id,
       tenant: tenant.name,

@@ -7,7 +7,8 @@ import { RoundRobinPolicy } from './policies/round-robin.ts';
 import { LeastOutstandingTokensPolicy } from './policies/least-outstanding-tokens.ts';
 
 export type RouteResult =
-  | { ok: true; slot: number; replicaId: string; header: string }
+  /** `header` (the x-gateway-route value) is built only when read: most deployments do not expose it. */
+  | { ok: true; slot: number; replicaId: string; readonly header: string }
   | { ok: false; reason: 'no_healthy_replica' | 'all_tried' };
 
 export function createPolicy(cfg: GatewayConfig['routing']): RoutingPolicy {
@@ -53,6 +54,12 @@ export class Router {
     const slot = this.policy.pick(req, pool, fleet);
     if (slot < 0) return { ok: false, reason: 'no_healthy_replica' };
     const id = fleet.replica(slot).id;
-    return { ok: true, slot, replicaId: id, header: `replica=${id}; policy=${this.policy.name}; prompt_tokens=${req.promptTokens}; blocks=${req.blockHashes.length}${this.policy.describe(slot, req, fleet)}` };
+    const policy = this.policy;
+    return {
+      ok: true, slot, replicaId: id,
+      get header(): string {
+        return `replica=${id}; policy=${policy.name}; prompt_tokens=${req.promptTokens}; blocks=${req.blockHashes.length}${policy.describe(slot, req, fleet)}`;
+      },
+    };
   }
 }

@@ -24,6 +24,11 @@ export class UsageRecorder {
     return new UsageRecorder(sinks);
   }
 
+  /** Whether any sink is configured: with none, callers skip building the record at all. */
+  get active(): boolean {
+    return this.sinks.length > 0;
+  }
+
   record(r: UsageRecord): void {
     if (this.sinks.length === 0) return;
     const line = JSON.stringify(r) + '\n';
