@@ -3,19 +3,8 @@
 // LF); chunked beats Content-Length; 304; HTTP/1.0 keep-alive; bytes after a response; status-line syntax.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { H1ResponseParser } from '../../../src/upstream/h1-response-parser.ts';
+import { parser, type Seen } from './recording-parser.ts';
 
-interface Seen { status: number[]; body: string; completes: boolean[]; error: string | null }
-
-function parser(): { p: H1ResponseParser; seen: Seen } {
-  const seen: Seen = { status: [], body: '', completes: [], error: null };
-  const p = new H1ResponseParser({
-    onHead: (s) => seen.status.push(s),
-    onBody: (c) => { seen.body += c.toString('latin1'); },
-    onComplete: (k) => seen.completes.push(k),
-  });
-  return { p, seen };
-}
 
 /** Feeds `wire` cut at every byte boundary through a scratch buffer whose bytes after `end` are `stale`. */
 function feedWithStale(wire: string, stale: string): Seen[] {

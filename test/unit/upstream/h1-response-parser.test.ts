@@ -2,24 +2,9 @@
 // boundary (a socket read can end anywhere), plus the malformed inputs it must refuse instead of guessing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { H1ResponseParser, MAX_HEAD_BYTES } from '../../../src/upstream/h1-response-parser.ts';
+import { MAX_HEAD_BYTES } from '../../../src/upstream/h1-response-parser.ts';
+import { parser, type Seen } from './recording-parser.ts';
 
-interface Seen {
-  status: number[];
-  body: string;
-  completes: boolean[];
-  error: string | null;
-}
-
-function parser(): { p: H1ResponseParser; seen: Seen } {
-  const seen: Seen = { status: [], body: '', completes: [], error: null };
-  const p = new H1ResponseParser({
-    onHead: (s) => seen.status.push(s),
-    onBody: (c) => { seen.body += c.toString('latin1'); },
-    onComplete: (k) => seen.completes.push(k),
-  });
-  return { p, seen };
-}
 
 /** Feeds `wire` in pieces cut at `cuts`, through a reused scratch buffer (as the shared socket buffer is). */
 function feedSplit(wire: string, cuts: number[]): Seen {
