@@ -4,23 +4,14 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
-import type { RedisClient } from '../../../src/quota/redis-client.ts';
-import { REDIS_URL, connectTestRedis, type TestRedis } from '../../helpers/redis.ts';
+import { REDIS_URL, useTestRedis } from '../../helpers/redis.ts';
 import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import type { TenantLimits } from '../../../src/quota/types.ts';
 import type { ChildArgs, HammerResult } from './quota-child.ts';
 
 const CHILD = new URL('./quota-child.ts', import.meta.url).pathname;
 
-let redis: TestRedis;
-let client: RedisClient;
-before(async () => {
-  redis = await connectTestRedis();
-  client = redis.client;
-});
-after(async () => {
-  await redis.close();
-});
+const redis = useTestRedis();
 const freshPrefix = (): string => redis.freshPrefix();
 
 /** A child gateway process: send it a job, get its JSON answer. */
@@ -74,7 +65,7 @@ after(() => {
 });
 
 async function redisNowMs(): Promise<number> {
-  const [s, us] = await client.time();
+  const [s, us] = await redis.client.time();
   return Number(s) * 1000 + Number(us) / 1000;
 }
 
@@ -97,7 +88,7 @@ void test('two processes hammering one tenant never take more than burst + rate 
   assert.ok(results.every((r) => r.admitted > 0), 'both processes were admitted');
   assert.ok(results.reduce((s, r) => s + r.refusedTokens, 0) > 0, 'the bucket ran dry: the limit was exercised');
   assert.ok(net >= bound * 0.5, `the load reached the limit (${net} of ${bound.toFixed(0)})`);
-  assert.equal(await client.zcard(`${prefix}:{acme}:leases`), 0, 'every lease released');
+  assert.equal(await redis.client.zcard(`${prefix}:{acme}:leases`), 0, 'every lease released');
 });
 
 void test('two processes never hold more leases than max_inflight at once', async (t) => {
@@ -114,13 +105,13 @@ void test('two processes never hold more leases than max_inflight at once', asyn
   assert.ok(maxSeen <= limits.maxInflight, `observed ${maxSeen} in flight`);
   assert.equal(maxSeen, limits.maxInflight, 'the cap was reached');
   assert.ok(results.every((r) => r.refusedConcurrency > 0 && r.admitted > 0));
-  assert.equal(await client.zcard(`${prefix}:{acme}:leases`), 0, 'every lease released');
+  assert.equal(await redis.client.zcard(`${prefix}:{acme}:leases`), 0, 'every lease released');
 });
 
 void test('settle is exactly once when two processes settle the same requests concurrently', async (t) => {
   const prefix = freshPrefix();
   const limits: TenantLimits = { name: 'acme', tokensPerSecond: 0.001, burstTokens: 10_000, maxInflight: 100 };
-  const store = new RedisQuotaStore(client, { keyPrefix: prefix, leaseTtlMs: 60_000, sharedClient: true });
+  const store = new RedisQuotaStore(redis.client, { keyPrefix: prefix, leaseTtlMs: 60_000, sharedClient: true });
   const ids = Array.from({ length: 50 }, (_, i) => `req-${i}`);
   for (const id of ids) assert.equal((await store.acquire(limits, id, 100)).ok, true);
   const args: ChildArgs = { mode: 'settle', prefix, limits, leaseTtlMs: 60_000, requestIds: ids, reservedTokens: 100, usedTokens: 40 };
@@ -140,7 +131,7 @@ void test("a live process's lease outlives its ttl by renewal; a killed process'
   const child = children[1]!;
   const held = await child.run<{ ok: boolean; atMs: number }>({ mode: 'hold', prefix, limits, leaseTtlMs });
   assert.equal(held.ok, true);
-  const store = new RedisQuotaStore(client, { keyPrefix: prefix, leaseTtlMs, sharedClient: true, renewLeases: false });
+  const store = new RedisQuotaStore(redis.client, { keyPrefix: prefix, leaseTtlMs, sharedClient: true, renewLeases: false });
   await new Promise((r) => setTimeout(r, 2 * leaseTtlMs));
   const stillHeld = await store.acquire(limits, 'mine', 1);
   assert.equal(!stillHeld.ok && stillHeld.code, 'concurrency_limit_exceeded', 'renewed past its first ttl');
