@@ -122,6 +122,11 @@ class Attempt implements UpstreamCall, H1Exchange {
   }
 }
 
+/** The error of attempts that meet a closed client (shutdown). */
+function clientClosed(): Error {
+  return upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed');
+}
+
 function abortError(): Error {
   const e = new Error('aborted by the gateway');
   e.name = 'AbortError';
@@ -156,7 +161,7 @@ class ReplicaPool implements H1ConnectionOwner {
 
   dispatch(a: Attempt): void {
     if (this.destroyed) {
-      a.onFailure('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
+      a.onFailure('aborted', clientClosed());
       return;
     }
     const conn = this.idle.pop();
@@ -233,8 +238,8 @@ class ReplicaPool implements H1ConnectionOwner {
   destroyAll(): void {
     this.destroyed = true;
     const waiting = this.queue.splice(0);
-    for (const c of [...this.all]) c.fail('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
-    for (const a of waiting) a.onFailure('aborted', upstreamError('UPSTREAM_CLIENT_CLOSED', 'upstream client closed'));
+    for (const c of [...this.all]) c.fail('aborted', clientClosed());
+    for (const a of waiting) a.onFailure('aborted', clientClosed());
   }
 
   /** Stops reuse: idle connections close now, busy ones when their exchange ends; queued attempts still run. */
