@@ -45,6 +45,10 @@ const ab: BenchScenario = async (args) => {
       modes: { type: 'string', default: 'stream,json' },
       policy: { type: 'string', default: 'round-robin' },
       pin: { type: 'boolean', default: false },
+      // Node flags per side, e.g. `--head-node-args=--max-semi-space-size=32` with `--base HEAD`: the same code
+      // with and without a V8 setting.
+      'base-node-args': { type: 'string', default: '' },
+      'head-node-args': { type: 'string', default: '' },
     },
   });
   const baseRef = values.base;
@@ -65,16 +69,17 @@ const ab: BenchScenario = async (args) => {
       extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
     });
     stops.push(fleet.stop);
-    const start = async (name: string, root: string): Promise<BenchTarget> => {
+    const start = async (name: string, root: string, nodeArgs: string): Promise<BenchTarget> => {
       const dir = mkdtempSync(join(logDir, `${name}-`));
       const gw = await startGatewayProcess({
         repoRoot: root, logDir: dir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: values.policy, cpus: gatewayCpus,
+        nodeArgs: nodeArgs.split(' ').filter((a) => a.length > 0),
       });
       stops.push(gw.stop);
       return { name, origins: [gw.url], proxyPids: [gw.proc.pid] };
     };
-    const base = await start('base', baseDir);
-    const head = await start('head', repoRoot);
+    const base = await start('base', baseDir, values['base-node-args']);
+    const head = await start('head', repoRoot, values['head-node-args']);
     for (const mode of values.modes.split(',').filter((m) => m === 'stream' || m === 'json')) {
       const stream = mode === 'stream';
       const body = chatBody({ model: MODEL, maxTokens, stream });
@@ -125,6 +130,7 @@ const ab: BenchScenario = async (args) => {
       `${values.replicas} mock replicas (tiny, time scale ${values['time-scale']}); concurrency ${concurrency}; `
         + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
       values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
+      ...(values['base-node-args'] || values['head-node-args'] ? [`node flags: base \`${values['base-node-args']}\`, head \`${values['head-node-args']}\``] : []),
     ],
     extra: { runs, noise, baseRev },
   };

@@ -1,14 +1,15 @@
 // Binds the metric families to one config: bounded label sets (pools, replicas, tenants, codes) and every
 // label child the hot path needs, in arrays indexed by label slot. Rebuilt on config reload and swapped in
 // with one field assignment; prom-client keeps old series, so counters never reset on reload.
-// Thread: main. Built at setup; read per request (array index + at most two Map.get, no allocation).
+// Thread: main. Built at setup; read per request (array index + at most two Map.get, no allocation); the
+// children are fast-children.ts's, which skip prom-client's per-call label hashing.
 import type { GatewayConfig } from '../config/schema.ts';
 import { ERROR_CODES } from '../errors/codes.ts';
 import type { Families } from './families.ts';
+import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
 import { BoundedLabel, CappedLabel, OTHER_LABEL } from './labels.ts';
 
-export interface Observer { observe(value: number): void }
-export interface Incrementer { inc(value?: number): void }
+export type { Incrementer, Observer } from './fast-children.ts';
 
 export const ROUTES = ['chat', 'completions'] as const;
 export const TIERS = ['premium', 'standard', 'batch'] as const;
@@ -73,26 +74,26 @@ export class Binding {
       for (const pool of this.pools.values) {
         this.routeSlots.push({
           requests: new Map(),
-          ttftByTier: tierLabels.flatMap((tier) => [f.ttft.labels(route, pool, tier, 'short'), f.ttft.labels(route, pool, tier, 'long')]),
-          duration: f.duration.labels(route, pool),
-          cancellations: f.cancellations.labels(route, pool),
+          ttftByTier: tierLabels.flatMap((tier) => [histogramChild(f.ttft, route, pool, tier, 'short'), histogramChild(f.ttft, route, pool, tier, 'long')]),
+          duration: histogramChild(f.duration, route, pool),
+          cancellations: counterChild(f.cancellations, route, pool),
         });
       }
     }
     for (const pool of this.pools.values) {
       this.poolSlots.push({
         label: pool,
-        tpot: f.tpot.labels(pool),
-        queueWait: f.queueWait.labels(pool),
-        predictedCached: f.predicted.labels(pool),
-        reportedCached: f.reported.labels(pool),
+        tpot: histogramChild(f.tpot, pool),
+        queueWait: histogramChild(f.queueWait, pool),
+        predictedCached: counterChild(f.predicted, pool),
+        reportedCached: counterChild(f.reported, pool),
         tokens: this.tenants.values.map((tenant) => ({
-          input: f.tokens.labels(pool, tenant, 'input'),
-          output: f.tokens.labels(pool, tenant, 'output'),
-          cached: f.tokens.labels(pool, tenant, 'cached'),
+          input: counterChild(f.tokens, pool, tenant, 'input'),
+          output: counterChild(f.tokens, pool, tenant, 'output'),
+          cached: counterChild(f.tokens, pool, tenant, 'cached'),
         })),
         admission: {
-          admitted: f.admission.labels(pool, 'admitted'), queued: f.admission.labels(pool, 'queued'), shed: f.admission.labels(pool, 'shed'),
+          admitted: counterChild(f.admission, pool, 'admitted'), queued: counterChild(f.admission, pool, 'queued'), shed: counterChild(f.admission, pool, 'shed'),
         },
         retries: new Map(),
       });
@@ -126,7 +127,7 @@ export class Binding {
     let child = byCode.get(code ?? '');
     if (child === undefined) {
       const statusLabel = Number.isInteger(status) && status >= 100 && status <= 599 ? String(status) : '0';
-      child = this.f.requests.labels(ROUTES[routeIndex]!, this.pools.values[poolIndex]!, statusLabel, this.codes.label(code));
+      child = counterChild(this.f.requests, ROUTES[routeIndex]!, this.pools.values[poolIndex]!, statusLabel, this.codes.label(code));
       if (byCode.size < MAX_CACHED_PER_SLOT) byCode.set(code ?? '', child);
     }
     return child;
@@ -141,7 +142,7 @@ export class Binding {
     const i = this.replicas.index(replica);
     let child = byReplica[i];
     if (child === undefined) {
-      child = this.f.routing.labels(this.policies.label(policy), this.replicas.values[i]!);
+      child = counterChild(this.f.routing, this.policies.label(policy), this.replicas.values[i]!);
       byReplica[i] = child;
     }
     return child;
@@ -152,7 +153,7 @@ export class Binding {
     let child = slot.retries.get(kind);
     if (child === undefined) {
       const label = RETRY_KINDS.has(kind) ? kind : OTHER_LABEL;
-      child = this.f.retries.labels(slot.label, label);
+      child = counterChild(this.f.retries, slot.label, label);
       if (slot.retries.size < MAX_CACHED_PER_SLOT) slot.retries.set(kind, child); // odd kinds must not grow the map
     }
     return child;

@@ -2,14 +2,15 @@
 // Families (names, labels, buckets) are defined once in families.ts and thread-metrics.ts; binding.ts maps
 // config onto bounded label values. Thread: main. Recording methods are on the hot path: every label child
 // is created at setup (or once on first use for status/code pairs) and kept in arrays indexed by label slot,
-// so a request costs a few array/Map lookups plus prom-client's own per-call label hash, and no allocation.
+// so a request costs a few array/Map lookups and, per series, one property lookup and an add (fast-children.ts).
 // Scrape-time work (gauge sources, event-loop percentiles, merging worker snapshots) runs only in render().
 // Worker threads record through WorkerMetrics (worker-metrics.ts); render() asks them over a BroadcastChannel
 // and merges their snapshots with prom-client's AggregatorRegistry.aggregate into one page.
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.ts';
-import { Binding, CANCEL_PHASES, QUOTA_RESULTS, UPSTREAM_ERROR_KINDS, type Incrementer, type Observer } from './binding.ts';
+import { Binding, CANCEL_PHASES, QUOTA_RESULTS, UPSTREAM_ERROR_KINDS } from './binding.ts';
+import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
 import { defineFamilies, type Families } from './families.ts';
 import { defineScrapeGauges, type MetricSources } from './scrape-gauges.ts';
 import { defineThreadMetrics, type ThreadMetrics } from './thread-metrics.ts';
@@ -93,10 +94,10 @@ export class GatewayMetrics {
     this.thread = defineThreadMetrics(reg);
     this.b = new Binding(cfg, this.f);
     const f = this.f;
-    this.overheadByRoute = [f.overhead.labels('chat'), f.overhead.labels('completions')];
-    this.quotaChildren = recordOf(QUOTA_RESULTS, (r) => f.quota.labels(r));
-    this.upstreamErrorChildren = recordOf(UPSTREAM_ERROR_KINDS, (k) => f.upstreamErrors.labels(k));
-    this.cancelLatency = recordOf(CANCEL_PHASES, (p) => f.cancelLatency.labels(p));
+    this.overheadByRoute = [histogramChild(f.overhead, 'chat'), histogramChild(f.overhead, 'completions')];
+    this.quotaChildren = recordOf(QUOTA_RESULTS, (r) => counterChild(f.quota, r));
+    this.upstreamErrorChildren = recordOf(UPSTREAM_ERROR_KINDS, (k) => counterChild(f.upstreamErrors, k));
+    this.cancelLatency = recordOf(CANCEL_PHASES, (p) => histogramChild(f.cancelLatency, p));
     for (const r of QUOTA_RESULTS) this.quotaChildren[r].inc(0); // zero series, see Binding
     for (const k of UPSTREAM_ERROR_KINDS) this.upstreamErrorChildren[k].inc(0);
 

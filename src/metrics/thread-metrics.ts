@@ -4,11 +4,9 @@
 // Thread: any. Recording is hot-path-adjacent (once per tokenize task / scrape): cached children only.
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { SCRAPE_BUCKETS_SECONDS, TOKENIZE_BUCKETS_SECONDS } from './buckets.ts';
+import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
 
 export type ScrapeResult = 'ok' | 'error' | 'timeout';
-
-interface Observer { observe(value: number): void }
-interface Incrementer { inc(value?: number): void }
 
 export interface ThreadMetrics {
   /** Tokenize + block-hash time for prompts tokenized on the acceptor thread. */
@@ -41,9 +39,9 @@ export function defineThreadMetrics(registry: Registry): ThreadMetrics {
     registers: [registry],
   });
   return {
-    tokenizeInline: tokenize.labels('inline'),
-    tokenizePool: tokenize.labels('pool'),
+    tokenizeInline: histogramChild(tokenize, 'inline'),
+    tokenizePool: histogramChild(tokenize, 'pool'),
     scrapeSeconds,
-    scrapes: { ok: scrapes.labels('ok'), error: scrapes.labels('error'), timeout: scrapes.labels('timeout') },
+    scrapes: { ok: counterChild(scrapes, 'ok'), error: counterChild(scrapes, 'error'), timeout: counterChild(scrapes, 'timeout') },
   };
 }
