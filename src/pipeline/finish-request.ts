@@ -91,6 +91,8 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     cancelled: ctx.cancelled,
     tpotSeconds: ctx.ttftMs !== null && ctx.outputTokens > 1 ? (durationMs - ctx.ttftMs) / 1000 / (ctx.outputTokens - 1) : null,
   });
+  // At LOG_LEVEL=warn and above the line is not built at all (≈ 0.4 KB and its field reads per request).
+  if (svc.log.isLevelEnabled?.('info') === false) return;
   svc.log.info({
     request_id: ctx.id, tenant: tenant?.name ?? null, route: ctx.route, model: ctx.model || null, pool: ctx.poolId,
     replica: ctx.replicaId, status: ctx.status, code: ctx.code, input_tokens: ctx.inputTokens, output_tokens: ctx.outputTokens,

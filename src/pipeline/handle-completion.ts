@@ -5,7 +5,7 @@
 // Expected rejections are values (Rejection), answered with pre-serialised bodies; exceptions are bugs.
 // Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota and
 // the upstream attempt.
-import { randomUUID } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { Rejection } from '../errors/gateway-error.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
@@ -30,8 +30,24 @@ const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions
 const REQUEST_ID_OK = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function newContext(route: Route, sink: ClientSink, requestId: string | undefined): RequestContext {
-  const id = requestId !== undefined && REQUEST_ID_OK.test(requestId) ? requestId : randomUUID().replaceAll('-', '');
+  const id = requestId !== undefined && REQUEST_ID_OK.test(requestId) ? requestId : randomRequestId();
   return new RequestContext(id, route, sink, performance.now());
+}
+
+/** Random bytes drawn 4 KiB at a time: one CSPRNG call per 256 ids, one string per id. */
+const ID_BYTES = 16;
+const idPool = Buffer.alloc(4096);
+let idOffset = idPool.length;
+
+/** 32 hex characters (128 random bits), the shape of a UUID without its dashes, for requests that sent no id. */
+function randomRequestId(): string {
+  if (idOffset + ID_BYTES > idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const id = idPool.toString('hex', idOffset, idOffset + ID_BYTES);
+  idOffset += ID_BYTES;
+  return id;
 }
 
 export async function handleCompletion(svc: Services, ctx: RequestContext, req: IncomingCompletion): Promise<void> {

@@ -46,6 +46,8 @@ export interface MetricsStage {
 }
 
 export interface LogStage {
+  /** pino's: lets a caller skip building a line nobody will write (the per-request line is ~20 fields). */
+  isLevelEnabled?(level: 'info' | 'warn' | 'error'): boolean;
   info(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
   error(obj: object, msg?: string): void;

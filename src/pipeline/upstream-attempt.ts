@@ -40,15 +40,12 @@ export class UpstreamAttempt implements UpstreamHandler {
   private readonly headers: HeaderList;
   private readonly resolve: (o: AttemptOutcome) => void;
   private readonly dispatchedAt: number;
-  private readonly onResume = (): void => {
-    this.call?.resume();
-  };
-  /** The chunk being relayed, read by pushChunk inside cork: one bound function per attempt, no closure per chunk. */
+  /** Built on first use (a slow client), so a request that never meets backpressure never allocates it. */
+  private onResume: (() => void) | null = null;
+  /** The chunk being relayed, read by pushChunk inside cork: one function per stream, built at its second
+   *  chunk (non-streaming attempts never need it), and no closure per chunk. */
   private chunk: Buffer | null = null;
-  private readonly pushChunk = (): void => {
-    this.push(this.relay!, this.chunk!);
-    this.chunk = null;
-  };
+  private pushChunk: (() => void) | null = null;
 
   constructor(ctx: RequestContext, ledger: InflightLedger, clientHeaders: HeaderList, firstTokenTimeoutMs: number, resolve: (o: AttemptOutcome) => void) {
     this.ctx = ctx;
@@ -100,7 +97,10 @@ export class UpstreamAttempt implements UpstreamHandler {
       });
     } else {
       this.chunk = chunk;
-      sink.cork(this.pushChunk);
+      sink.cork(this.pushChunk ??= () => {
+        this.push(this.relay!, this.chunk!);
+        this.chunk = null;
+      });
     }
     const delta = relay.tokens - this.relayedTokens;
     if (delta > 0 && ctx.ledgerEntry !== null) {
@@ -114,7 +114,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       // The client is slower than the replica: stop reading the replica's socket until the client drains,
       // so memory stays at one chunk per stream instead of growing with the stream.
       this.call?.pause();
-      this.ctx.sink.onDrain(this.onResume);
+      this.ctx.sink.onDrain(this.onResume ??= () => this.call?.resume());
     }
   }
 

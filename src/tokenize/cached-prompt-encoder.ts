@@ -107,43 +107,53 @@ export class CachedPromptEncoder {
 
   private chatBlockHashes(work: PromptWork, tokens: Uint32Array, parts: Uint32Array[], ids: number[]): Float64Array {
     const bs = work.blockSize;
-    const keyHead = `${work.tokenizer}|${bs}|${work.adapter ?? ''}|`;
     const messageSegments = parts.length - 1; // the last segment is the generation prompt
-    const tokensBefore = (c: number): number => {
-      let n = 0;
-      for (let i = 0; i < c; i++) n += (parts[i] as Uint32Array).length;
-      return n;
-    };
-    const keyOf = (c: number): string => keyHead + ids.slice(0, c).join(',');
+    // Prefix keys are `tokenizer|block size|adapter|id,id,...` over the first c segments; built once here for
+    // the three lengths looked up (whole list, list minus the previous turn, system segment) and reused.
+    const head = `${work.tokenizer}|${bs}|${work.adapter ?? ''}|`;
+    const keyAll = messageSegments >= 1 ? head + idList(ids, messageSegments) : '';
+    const keyTurn = messageSegments - 2 >= 1 ? head + idList(ids, messageSegments - 2) : '';
+    const keyFirst = messageSegments >= 1 ? head + idList(ids, 1) : '';
 
-    let cached: Float64Array | null = null;
+    let cached: Float64Array | undefined;
     let cachedKey = '';
-    for (const c of [messageSegments, messageSegments - 2, 1]) {
-      if (c < 1) continue;
-      const key = keyOf(c);
-      const hit = this.prefixes.get(key);
-      if (hit !== undefined) {
-        cached = hit;
-        cachedKey = key;
-        break;
-      }
+    for (let k = 0; k < 3 && cached === undefined; k++) {
+      cachedKey = k === 0 ? keyAll : k === 1 ? keyTurn : keyFirst;
+      if (cachedKey !== '') cached = this.prefixes.get(cachedKey);
     }
+    if (cached === undefined) cachedKey = '';
     let hashes: Float64Array;
-    if (cached === null || cached.length === 0) hashes = blockHashes(tokens, bs, work.adapter);
+    if (cached === undefined || cached.length === 0) hashes = blockHashes(tokens, bs, work.adapter);
     else {
       const rest = blockHashes(tokens.subarray(cached.length * bs), bs, work.adapter, cached[cached.length - 1] as number);
       hashes = new Float64Array(cached.length + rest.length);
       hashes.set(cached, 0);
       hashes.set(rest, cached.length);
     }
-    for (const c of new Set([1, messageSegments])) {
-      if (c < 1) continue;
-      const blocks = Math.floor(tokensBefore(c) / bs);
-      if (blocks === 0) continue;
-      const key = keyOf(c);
-      if (key === cachedKey || this.prefixes.get(key) !== undefined) continue;
-      this.prefixes.set(key, hashes.slice(0, blocks), 2 * key.length + 8 * blocks + ENTRY_OVERHEAD_BYTES);
+    // Store the hashes after the system segment and after the whole message list (one entry when they coincide).
+    if (messageSegments >= 1) {
+      this.storePrefix(keyFirst, cachedKey, hashes, Math.floor(parts[0]!.length / bs));
+      if (messageSegments > 1) this.storePrefix(keyAll, cachedKey, hashes, Math.floor(tokensBefore(parts, messageSegments) / bs));
     }
     return hashes;
   }
+
+  private storePrefix(key: string, cachedKey: string, hashes: Float64Array, blocks: number): void {
+    if (blocks === 0 || key === cachedKey || this.prefixes.get(key) !== undefined) return;
+    this.prefixes.set(key, hashes.slice(0, blocks), 2 * key.length + 8 * blocks + ENTRY_OVERHEAD_BYTES);
+  }
+}
+
+/** Tokens in the first `c` segments. */
+function tokensBefore(parts: readonly Uint32Array[], c: number): number {
+  let n = 0;
+  for (let i = 0; i < c; i++) n += parts[i]!.length;
+  return n;
+}
+
+/** `ids[0],ids[1],...` over the first `c` ids. */
+function idList(ids: readonly number[], c: number): string {
+  let s = String(ids[0]);
+  for (let i = 1; i < c; i++) s += `,${ids[i]}`;
+  return s;
 }
