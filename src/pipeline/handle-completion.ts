@@ -168,7 +168,8 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   let last: Rejection | null = null;
   let lastFailure = '';
   for (let attempt = 0; attempt < svc.cfg.upstream.max_attempts; attempt++) {
-    const routed = svc.router.route({ poolId: pool.id, adapter: target.adapter, promptTokens, maxTokens, blockHashes: tokens.blockHashes, excluded });
+    const routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens, maxTokens, blockHashes: tokens.blockHashes, excluded };
+    const routed = svc.router.route(routeReq);
     if (!routed.ok) {
       if (routed.reason === 'no_healthy_replica' && last === null) {
         return reply(ctx, { code: 'no_healthy_replica', retryAfterSeconds: retryAfterForDownFleet(svc) }, limitHeaders);
@@ -183,7 +184,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     ctx.slot = routed.slot;
     ctx.replicaId = routed.replicaId;
     svc.metrics?.routed(svc.router.policy.name, routed.replicaId);
-    const headers = svc.cfg.expose_route_header ? [...baseHeaders, ['x-gateway-route', routed.header] as const] : baseHeaders;
+    const headers = svc.cfg.expose_route_header ? [...baseHeaders, ['x-gateway-route', svc.router.header(routed.slot, routeReq)] as const] : baseHeaders;
     const entry = svc.registry.ledger.dispatch(routed.slot, promptTokens, maxTokens * parsed.n, pool.block_size);
     ctx.ledgerEntry = entry;
     ctx.phase = 'upstream_wait';

@@ -11,7 +11,7 @@ import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
 import type { RequestContext } from '../pipeline/request-context.ts';
-import type { Services } from '../pipeline/services.ts';
+import type { Services, TenantIdentity } from '../pipeline/services.ts';
 import type { Route } from '../pipeline/parse-body.ts';
 
 export interface ServerHooks {
@@ -118,9 +118,18 @@ export class GatewayServer {
     }
     const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes);
     this.inflight.add(ctx);
-    handleCompletion(svc, ctx, { route, tenant, body })
-      .catch((err: unknown) => svc.log.error({ err, request_id: ctx.id }, 'request settlement failed'))
-      .finally(() => this.inflight.delete(ctx));
+    void this.runCompletion(svc, ctx, route, tenant, body);
+  }
+
+  /** One async frame instead of .catch().finally(): two promises and four closures fewer per request. */
+  private async runCompletion(svc: Services, ctx: RequestContext, route: Route, tenant: TenantIdentity, body: Promise<Buffer | null>): Promise<void> {
+    try {
+      await handleCompletion(svc, ctx, { route, tenant, body });
+    } catch (err) {
+      svc.log.error({ err, request_id: ctx.id }, 'request settlement failed');
+    } finally {
+      this.inflight.delete(ctx);
+    }
   }
 
   /** A completion answered before the pipeline ran still counts in metrics and the log (no tenant yet, so no usage record). */
