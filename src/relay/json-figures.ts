@@ -25,8 +25,7 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
       if (c === 0x7b) depth++;
       else if (c === 0x7d && --depth === 0) {
         try {
-          const usage = JSON.parse(body.toString('utf8', start, i + 1)) as UsageJson;
-          return { ...fromUsage(usage), finishReason: finishReasonAt(body) };
+          return figures(JSON.parse(body.toString('utf8', start, i + 1)) as UsageJson, finishReasonAt(body));
         } catch {
           break;
         }
@@ -35,14 +34,14 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
   }
   try {
     const parsed = JSON.parse(body.toString('utf8')) as { usage?: UsageJson | null; choices?: Array<{ finish_reason?: string | null }> };
-    return { ...fromUsage(parsed.usage ?? {}), finishReason: parsed.choices?.[0]?.finish_reason ?? null };
+    return figures(parsed.usage ?? {}, parsed.choices?.[0]?.finish_reason ?? null);
   } catch {
     return null;
   }
 }
 
-function fromUsage(u: UsageJson): Omit<JsonFigures, 'finishReason'> {
-  return { promptTokens: u.prompt_tokens ?? 0, completionTokens: u.completion_tokens ?? 0, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0 };
+function figures(u: UsageJson, finishReason: string | null): JsonFigures {
+  return { promptTokens: u.prompt_tokens ?? 0, completionTokens: u.completion_tokens ?? 0, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0, finishReason };
 }
 
 /** The first choice's finish_reason: a quoted string or null. */
