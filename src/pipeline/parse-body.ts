@@ -13,6 +13,7 @@ export interface ChatMessageIn {
 }
 
 export interface ParsedBody {
+  /** The client's body as parsed; upstreamBody() rewrites it into the replica's. */
   raw: Record<string, unknown>;
   model: string;
   stream: boolean;
@@ -106,14 +107,20 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
   return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, tools: null, prompt: prompt as string | number[] };
 }
 
-/** The body sent to the replica. */
+/**
+ * The body sent to the replica. Rewrites `p.raw` in place (it is this request's own parse, read by nothing
+ * else), which saves copying every field; calling it again gives the same body. max_completion_tokens is set
+ * to undefined rather than deleted: JSON.stringify omits it all the same, and `delete` would turn the object
+ * into a slow dictionary-mode one.
+ */
 export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: number): string {
-  const out: Record<string, unknown> = { ...p.raw, model: servedModel };
-  delete out.max_completion_tokens;
+  const out = p.raw;
+  out.model = servedModel;
+  if (out.max_completion_tokens !== undefined) out.max_completion_tokens = undefined;
   out.max_tokens = maxTokens;
   if (p.stream) {
-    const so = (p.raw.stream_options ?? {}) as Record<string, unknown>;
-    out.stream_options = { ...so, include_usage: true };
+    const so = out.stream_options;
+    out.stream_options = so !== undefined && so !== null ? { ...(so as Record<string, unknown>), include_usage: true } : { include_usage: true };
   }
   return JSON.stringify(out);
 }

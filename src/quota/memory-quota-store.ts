@@ -66,8 +66,10 @@ export class MemoryQuotaStore implements QuotaStore {
     for (const st of this.tenants.values()) {
       for (const [id, expiry] of st.leases) {
         if (expiry > now) {
-          st.leases.set(id, now + this.leaseTtlMs);
+          st.leases.set(id, now + this.leaseTtlMs); // same key: keeps its place in the Map's order
           renewed++;
+        } else {
+          st.leases.delete(id); // see acquireNow: keeps the Map ordered by expiry
         }
       }
     }
@@ -94,7 +96,16 @@ export class MemoryQuotaStore implements QuotaStore {
     }
     if (tokens > burst) tokens = burst;
     const leases = st.leases;
-    for (const [id, expiry] of leases) if (expiry <= now) leases.delete(id);
+    // Expired leases are dropped from the front only. The Map's insertion order is also expiry order: an
+    // acquire appends now + TTL, and renewLive gives every live lease the same new expiry and deletes the
+    // expired ones. So the sweep stops at the first live lease and an admission costs O(expired), not
+    // O(leases held): a tenant with thousands of streams in flight paid a scan of all of them per request.
+    // (A clock that steps back can put an earlier expiry behind a later one; that lease then counts until
+    // the ones before it expire or the next renewLive, the conservative side.)
+    for (const [id, expiry] of leases) {
+      if (expiry > now) break;
+      leases.delete(id);
+    }
     const inflight = leases.size;
     // One id, one request in flight (see token-bucket.lua).
     const dupExpiry = leases.get(requestId);
