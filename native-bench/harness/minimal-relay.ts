@@ -41,9 +41,11 @@ interface Front {
   aborted: boolean;
   data(status: number, contentType: string, chunk: Buffer): void;
   finish(status: number, contentType: string, tail?: string): void;
+  /** Runs one upstream read's parsing inside one cork (the gateway's UpstreamHandler.batch). */
+  batch(parse: () => void): void;
 }
 
-/** uWS: every write from an upstream callback inside one cork (one send per upstream chunk), as src/server does. */
+/** uWS: every write from an upstream callback inside one cork, and one cork per upstream read, as src/server does. */
 class UwsFront implements Front {
   aborted = false;
   private started = false;
@@ -68,6 +70,10 @@ class UwsFront implements Front {
       this.res.end(tail);
     });
   }
+  batch(parse: () => void): void {
+    if (this.aborted) parse();
+    else this.res.cork(parse);
+  }
 }
 
 /** node:http, for comparison: res.write per upstream chunk (Node corks the chunked-encoding framing itself). */
@@ -84,6 +90,9 @@ class NodeFront implements Front {
   finish(status: number, contentType: string, tail?: string): void {
     if (!this.res.headersSent) this.res.writeHead(status, { 'content-type': contentType });
     this.res.end(tail);
+  }
+  batch(parse: () => void): void {
+    parse();
   }
 }
 
@@ -121,6 +130,7 @@ function relay(front: Front, path: string, body: Buffer): void {
       onData: (chunk) => handler.onResponseData?.(NO_CONTROLLER, chunk),
       onEnd: () => handler.onResponseEnd?.(NO_CONTROLLER, {}),
       onError: (_kind, err) => handler.onResponseError?.(NO_CONTROLLER, err),
+      batch: (parse) => front.batch(parse),
     });
     return;
   }

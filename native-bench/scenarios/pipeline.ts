@@ -12,7 +12,11 @@
 // over a short run (--alloc-requests) in which no GC ran (a `gc` PerformanceObserver, and the young generation
 // never shrinking between samples). It needs a young generation larger than that run allocates:
 // `node --min-semi-space-size=256 --max-semi-space-size=256 --import tsx native-bench/run.ts pipeline`; otherwise the column says `gc`.
-// Thread: bench main thread. Run: `npm run bench -- pipeline [--requests N] [--rounds R]`.
+// Allocation sites (`--alloc-sites N`): V8's sampling heap profiler over the inspector, told to keep the
+// samples of objects a GC already collected (includeObjectsCollectedByMinor/MajorGC), which is what garbage
+// per request is made of; the notes list the N functions that allocate the most bytes per request (`full`).
+// Thread: bench main thread. Run: `npm run bench -- pipeline [--requests N] [--rounds R] [--alloc-sites N]`.
+import { Session } from 'node:inspector/promises';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { getHeapSpaceStatistics } from 'node:v8';
@@ -120,7 +124,7 @@ const fixedTokenizer: TokenizeStage = { tokenize: () => Promise.resolve({ prompt
 const silentLog = { info() {}, warn() {}, error() {} };
 
 const pipeline: BenchScenario = async (args) => {
-  const { values } = parseArgs({ args, options: { requests: { type: 'string', default: '40000' }, rounds: { type: 'string', default: '3' }, tokens: { type: 'string', default: '16' }, 'alloc-requests': { type: 'string', default: '2000' } } });
+  const { values } = parseArgs({ args, options: { requests: { type: 'string', default: '40000' }, rounds: { type: 'string', default: '3' }, tokens: { type: 'string', default: '16' }, 'alloc-requests': { type: 'string', default: '2000' }, 'alloc-sites': { type: 'string', default: '0' } } });
   const allocRequests = Number(values['alloc-requests']);
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);
@@ -187,6 +191,30 @@ const pipeline: BenchScenario = async (args) => {
     return gcs === gc0 && !shrank ? (last - y0) / allocRequests : null;
   }
 
+  /** Bytes allocated per request by the functions that allocate most (self size, sampled every 128 bytes). */
+  async function allocationSites(svc: Services, body: Buffer, top: number): Promise<string> {
+    const session = new Session();
+    session.connect();
+    try {
+      await session.post('HeapProfiler.startSampling', { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+      await run(svc, body, allocRequests);
+      const { profile } = await session.post('HeapProfiler.stopSampling');
+      const bytes = new Map<string, number>();
+      const walk = (n: typeof profile.head): void => {
+        const f = n.callFrame;
+        const where = `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(src|node_modules)\//, '$1/')}`;
+        bytes.set(where, (bytes.get(where) ?? 0) + n.selfSize);
+        for (const c of n.children) walk(c);
+      };
+      walk(profile.head);
+      const total = [...bytes.values()].reduce((a, b) => a + b, 0);
+      const sites = [...bytes].sort((a, b) => b[1] - a[1]).slice(0, top).map(([w, b]) => `${w} ${(b / allocRequests).toFixed(0)} B`);
+      return `${(total / allocRequests / 1024).toFixed(1)} KiB/req sampled; top: ${sites.join('; ')}`;
+    } finally {
+      session.disconnect();
+    }
+  }
+
   const results = new Map<string, number[]>();
   const allocs = new Map<string, number | null>();
   for (const mode of ['stream', 'json'] as const) {
@@ -201,6 +229,9 @@ const pipeline: BenchScenario = async (args) => {
       }
     }
   }
+  const siteNotes: string[] = [];
+  const top = Number(values['alloc-sites']);
+  if (top > 0) for (const mode of ['stream', 'json'] as const) siteNotes.push(`allocation sites, ${mode}, full: ${await allocationSites(base, bodies[mode], top)}`);
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const rows: Array<Array<string | number>> = [];
   for (const mode of ['stream', 'json'] as const) {
@@ -224,6 +255,7 @@ const pipeline: BenchScenario = async (args) => {
       `relay per SSE event (stream, ${tokens * 4} vs ${tokens} tokens): ${((sl - s) / (tokens * 3)).toFixed(2)} µs`,
       'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames',
       `KiB allocated/req: heap growth over ${allocRequests} requests with no GC in between ('gc': one ran; start node with --min-semi-space-size=256 --max-semi-space-size=256)`,
+      ...siteNotes,
     ],
   };
 };

@@ -103,7 +103,7 @@ export class PromptTokenizer {
       this.inlineCount++;
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    if (this.pool === null || this.inlineEncoder.uncachedChars(work, segments) <= this.inlineMaxChars) {
+    if (this.pool === null || fitsInline(segments, this.inlineMaxChars) || this.inlineEncoder.uncachedChars(work, segments) <= this.inlineMaxChars) {
       this.inlineCount++;
       try {
         const startMs = this.inlineObserver === null ? 0 : performance.now();
@@ -131,4 +131,16 @@ export class PromptTokenizer {
   async close(): Promise<void> {
     await this.pool?.close();
   }
+}
+
+/**
+ * True when the whole rendered prompt is within the inline cut-off, cached or not: the common short prompt
+ * skips uncachedChars' cache probe of every segment. (Completion prompts have no segments: they take the probe,
+ * which for them is a length read.)
+ */
+function fitsInline(segments: readonly string[] | null, maxChars: number): boolean {
+  if (segments === null) return false;
+  let chars = 0;
+  for (let i = 0; i < segments.length; i++) chars += segments[i]!.length;
+  return chars <= maxChars;
 }

@@ -14,6 +14,8 @@ export interface H1Exchange {
   onBody(chunk: Buffer): void;
   onComplete(): void;
   onFailure(kind: UpstreamFailureKind, err: Error): void;
+  /** Optional: wraps the parsing of one socket read (UpstreamHandler.batch); calls `parse` once, synchronously. */
+  batch?(parse: () => void): void;
   /** Ms allowed from the request's write to its response head, and between two reads after that. */
   readonly headersTimeoutMs: number;
   readonly bodyTimeoutMs: number;
@@ -62,6 +64,12 @@ export class H1Connection implements H1ResponseSink {
   private connectTimer: NodeJS.Timeout | null;
   private readonly parser: H1ResponseParser;
   private readonly owner: H1ConnectionOwner;
+  /** The read being parsed (bytes in READ_BUFFER) and what the parser said; fields so parseRead needs no closure per read. */
+  private readLength = 0;
+  private readError: string | null = null;
+  private readonly parseRead = (): void => {
+    this.readError = this.parser.feed(READ_BUFFER, 0, this.readLength);
+  };
 
   constructor(host: string, port: number, connectTimeoutMs: number, owner: H1ConnectionOwner) {
     this.owner = owner;
@@ -154,7 +162,12 @@ export class H1Connection implements H1ResponseSink {
       this.close();
       return false;
     }
-    const err = this.parser.feed(READ_BUFFER, 0, n);
+    this.readLength = n;
+    this.readError = null;
+    const ex = this.exchange;
+    if (ex.batch !== undefined) ex.batch(this.parseRead);
+    else this.parseRead();
+    const err = this.readError;
     if (this.releasePending) {
       this.releasePending = false;
       // The exchange already completed; bytes after it (err) mean the connection is out of step: drop it.

@@ -17,6 +17,13 @@ export interface UpstreamHandler {
   onData(chunk: Buffer): void;
   onEnd(): void;
   onError(kind: UpstreamFailureKind, err: Error): void;
+  /**
+   * Optional. Called once per socket read with a function that parses that read: every onStart/onData/onEnd
+   * the read produces runs inside `parse`, synchronously. A relay wraps it in one cork of its client socket,
+   * so the events of one read leave in one send() (a replica that streams faster than we read packs dozens
+   * of SSE events, each its own HTTP chunk, into one read). Must call `parse` exactly once, synchronously.
+   */
+  batch?(parse: () => void): void;
 }
 
 /** Control over one in-flight upstream attempt. */
@@ -78,6 +85,12 @@ class Attempt implements UpstreamCall, H1Exchange {
 
   onHead(status: number): void {
     if (!this.done) this.handler.onStart(status);
+  }
+
+  batch(parse: () => void): void {
+    const handler = this.handler;
+    if (this.done || handler.batch === undefined) parse();
+    else handler.batch(parse);
   }
 
   onBody(chunk: Buffer): void {

@@ -47,6 +47,36 @@ test('a chunked stream arrives chunk by chunk, before the response ends', async 
   assert.equal(res.error, null);
 });
 
+test('every callback of one socket read runs inside one batch() call, so a relay can send a read in one write', async () => {
+  // 40 SSE events, each its own HTTP chunk, written in one write: they arrive in one read (or a few).
+  const events = Array.from({ length: 40 }, (_, i) => `data: {"i":${i}}\n\n`);
+  const body = events.map((e) => `${Buffer.byteLength(e).toString(16)}\r\n${e}\r\n`).join('') + '0\r\n\r\n';
+  const srv = await scripted((_r, sock) => {
+    sock.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${body}`);
+  });
+  const c = client();
+  let inBatch = false;
+  let batches = 0;
+  let outside = 0;
+  const r = recorder(() => { if (!inBatch) outside++; });
+  r.handler.batch = (parse) => {
+    batches++;
+    inBatch = true;
+    try {
+      parse();
+    } finally {
+      inBatch = false;
+    }
+  };
+  c.dispatch(srv.url, req(), r.handler);
+  const res = await r.done;
+  assert.equal(res.error, null);
+  assert.equal(res.body, events.join(''));
+  assert.equal(res.chunks.length, 40, 'one onData per HTTP chunk');
+  assert.equal(outside, 0, 'no onData outside a batch');
+  assert.ok(batches >= 1 && batches <= 4, `one batch per read, not per chunk (${batches} batches for 40 chunks)`);
+});
+
 test('over connections_per_replica, attempts wait for a connection; a queued abort settles at once and never reaches the server', async () => {
   const held: Socket[] = [];
   const srv = await scripted((r, sock) => {
