@@ -72,9 +72,26 @@ export function blockHashes(
   extraKey: string | null,
   parentHash: number | null = null,
 ): Float64Array {
+  return blockHashesOfParts([tokens], 0, blockSize, extraKey, parentHash);
+}
+
+/**
+ * blockHashes over the concatenation of `parts` from token `start` (a block boundary; `parentHash` is then the
+ * hash of the block before it), without building the concatenation: the chat path keeps each segment's
+ * cached ids and hashes across them, and skips the blocks a cached prefix already covers.
+ */
+export function blockHashesOfParts(
+  parts: readonly ArrayLike<number>[],
+  start: number,
+  blockSize: number,
+  extraKey: string | null,
+  parentHash: number | null = null,
+): Float64Array {
   if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
   const h = requireHasher();
-  const blocks = Math.floor(tokens.length / blockSize);
+  let total = 0;
+  for (let i = 0; i < parts.length; i++) total += parts[i]!.length;
+  const blocks = Math.max(0, Math.floor((total - start) / blockSize));
   const out = new Float64Array(blocks);
   if (blocks === 0) return out;
   const inputBytes = 8 + 4 * blockSize + 8;
@@ -86,12 +103,22 @@ export function blockHashes(
   const keyOffset = 8 + 4 * blockSize;
   scratchView.setUint32(keyOffset, keyDigest[0] as number, true);
   scratchView.setUint32(keyOffset + 4, keyDigest[1] as number, true);
+  // Cursor: part p, index t inside it, positioned at token `start`.
+  let p = 0;
+  let t = start;
+  while (p < parts.length && t >= parts[p]!.length) t -= parts[p++]!.length;
+  let part = parts[p]!;
   let parent = parentHash ?? ROOT_PARENT_HASH;
-  let t = 0;
   for (let b = 0; b < blocks; b++) {
     scratchView.setUint32(0, parent % TWO_POW_32, true);
     scratchView.setUint32(4, Math.floor(parent / TWO_POW_32), true);
-    for (let i = 0; i < blockSize; i++) scratchView.setUint32(8 + 4 * i, tokens[t++] as number, true);
+    for (let i = 0; i < blockSize; i++) {
+      while (t >= part.length) {
+        part = parts[++p]!;
+        t = 0;
+      }
+      scratchView.setUint32(8 + 4 * i, part[t++] as number, true);
+    }
     h.init();
     h.update(scratch);
     parent = digestTo53(h.digest('binary'));

@@ -15,7 +15,7 @@
 //    a growing conversation), and its system segment, then hashes only the blocks after the longest hit.
 // Both are byte-bounded LRUs (byte-lru.ts); 7/8 of the budget for tokens, 1/8 for hashes (a hash is 8
 // bytes per 16 tokens). test/unit/tokenize/cached-prompt-encoder.test.ts proves cached == uncached.
-import { blockHashes } from './block-hash.ts';
+import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
 import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
@@ -36,6 +36,12 @@ export interface PromptWork {
 
 export interface EncodedPrompt {
   tokens: Uint32Array;
+  blockHashes: Float64Array;
+}
+
+/** What routing and quotas need: the count and the hashes, without the token ids themselves. */
+export interface MeasuredPrompt {
+  promptTokens: number;
   blockHashes: Float64Array;
 }
 
@@ -74,12 +80,29 @@ export class CachedPromptEncoder {
     return chars;
   }
 
+  /** The prompt's token ids and block hashes (the mock engine needs the ids). */
   encode(work: PromptWork, shouldStop: (() => boolean) | null = null, segments: readonly string[] | null = null): EncodedPrompt {
     if (work.kind === 'completion') {
       const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
       return { tokens, blockHashes: blockHashes(tokens, work.blockSize, work.adapter) };
     }
-    return this.encodeChat(work, shouldStop, segments ?? this.render(work));
+    const { parts, blockHashes: hashes } = this.encodeChat(work, shouldStop, segments ?? this.render(work));
+    return { tokens: concatTokens(parts), blockHashes: hashes };
+  }
+
+  /**
+   * The gateway's per-request call: the count and block hashes of encode(), without concatenating the
+   * segments' cached ids into one array (for a 1,800-token prompt, a 7 KB copy per request it never reads).
+   */
+  measure(work: PromptWork, shouldStop: (() => boolean) | null = null, segments: readonly string[] | null = null): MeasuredPrompt {
+    if (work.kind === 'completion') {
+      const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
+      return { promptTokens: tokens.length, blockHashes: blockHashes(tokens, work.blockSize, work.adapter) };
+    }
+    const { parts, blockHashes: hashes } = this.encodeChat(work, shouldStop, segments ?? this.render(work));
+    let n = 0;
+    for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
+    return { promptTokens: n, blockHashes: hashes };
   }
 
   /** Bytes held by the token and hash caches (estimates, see byte-lru.ts). */
@@ -87,7 +110,8 @@ export class CachedPromptEncoder {
     return { segments: this.segments.bytes, prefixes: this.prefixes.bytes, capacity: this.segments.capacityBytes + this.prefixes.capacityBytes };
   }
 
-  private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null, texts: readonly string[]): EncodedPrompt {
+  /** Each segment's ids (cached or encoded now; the arrays are the cache's own, never to be modified) and the hashes. */
+  private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null, texts: readonly string[]): { parts: Uint32Array[]; blockHashes: Float64Array } {
     const tokenizer = getTokenizer(work.tokenizer);
     const parts: Uint32Array[] = new Array<Uint32Array>(texts.length);
     const ids: number[] = new Array<number>(texts.length);
@@ -101,11 +125,10 @@ export class CachedPromptEncoder {
       parts[i] = hit.tokens;
       ids[i] = hit.id;
     }
-    const tokens = concatTokens(parts);
-    return { tokens, blockHashes: this.chatBlockHashes(work, tokens, parts, ids) };
+    return { parts, blockHashes: this.chatBlockHashes(work, parts, ids) };
   }
 
-  private chatBlockHashes(work: PromptWork, tokens: Uint32Array, parts: Uint32Array[], ids: number[]): Float64Array {
+  private chatBlockHashes(work: PromptWork, parts: Uint32Array[], ids: number[]): Float64Array {
     const bs = work.blockSize;
     const messageSegments = parts.length - 1; // the last segment is the generation prompt
     // Prefix keys are `tokenizer|block size|adapter|id,id,...` over the first c segments; built once here for
@@ -123,9 +146,9 @@ export class CachedPromptEncoder {
     }
     if (cached === undefined) cachedKey = '';
     let hashes: Float64Array;
-    if (cached === undefined || cached.length === 0) hashes = blockHashes(tokens, bs, work.adapter);
+    if (cached === undefined || cached.length === 0) hashes = blockHashesOfParts(parts, 0, bs, work.adapter);
     else {
-      const rest = blockHashes(tokens.subarray(cached.length * bs), bs, work.adapter, cached[cached.length - 1] as number);
+      const rest = blockHashesOfParts(parts, cached.length * bs, bs, work.adapter, cached[cached.length - 1] as number);
       hashes = new Float64Array(cached.length + rest.length);
       hashes.set(cached, 0);
       hashes.set(rest, cached.length);

@@ -107,9 +107,9 @@ export class PromptTokenizer {
       this.inlineCount++;
       try {
         const startMs = this.inlineObserver === null ? 0 : performance.now();
-        const { tokens, blockHashes } = this.inlineEncoder.encode(work, null, segments);
+        const measured = this.inlineEncoder.measure(work, null, segments);
         this.inlineObserver?.observe((performance.now() - startMs) / 1000);
-        return Promise.resolve({ promptTokens: tokens.length, blockHashes });
+        return Promise.resolve(measured);
       } catch (err) {
         return Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }

@@ -1,6 +1,6 @@
 // The tokenize worker's task handler (workers/tokenize.worker.ts is its thin entry).
 // Thread: a Piscina worker; one handler, one CachedPromptEncoder and one set of tokenizers per worker.
-// Hot path: yes for prompts above tokenizer.inline_max_chars; the work is CachedPromptEncoder.encode().
+// Hot path: yes for prompts above tokenizer.inline_max_chars; the work is CachedPromptEncoder.measure().
 // Returns a transferable Float64Array in the layout of protocol.ts.
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { initBlockHasher } from './block-hash.ts';
@@ -38,11 +38,11 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
     setup(task);
     const startMs = performance.now();
     try {
-      const { tokens, blockHashes } = (encoder as CachedPromptEncoder).encode(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      const { promptTokens, blockHashes } = (encoder as CachedPromptEncoder).measure(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
       metrics?.tokenized((performance.now() - startMs) / 1000);
       const out = new Float64Array(RESULT_HEADER + blockHashes.length);
       out[RESULT_STATUS] = ResultStatus.ok;
-      out[RESULT_PROMPT_TOKENS] = tokens.length;
+      out[RESULT_PROMPT_TOKENS] = promptTokens;
       out.set(blockHashes, RESULT_HEADER);
       return out;
     } catch (err) {

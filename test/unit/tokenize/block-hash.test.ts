@@ -1,6 +1,6 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
+import { blockHashes, blockHashesOfParts, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
 import { seededRandom } from './corpus.ts';
 
 void before(async () => {
@@ -85,3 +85,26 @@ void test('pinned values: the gateway and the mock must agree across versions', 
 
 const PINNED_NULL = [2135392964149394, 2921530660371003];
 const PINNED_SQL = [1160467752474835, 4920549167892037];
+
+void test('hashing across parts equals hashing their concatenation, for any split, start block and chain', () => {
+  const random = seededRandom(77);
+  for (let trial = 0; trial < 200; trial++) {
+    const all = randomTokens(1000 + trial, Math.floor(random() * 200));
+    // Cut into 1-6 parts, some empty, at random points (not block-aligned).
+    const cuts = Array.from({ length: Math.floor(random() * 6) }, () => Math.floor(random() * (all.length + 1))).sort((a, b) => a - b);
+    const parts: Uint32Array[] = [];
+    let at = 0;
+    for (const c of [...cuts, all.length]) {
+      parts.push(all.subarray(at, c));
+      at = c;
+    }
+    const bs = [1, 3, 16][trial % 3]!;
+    const adapter = trial % 4 === 0 ? 'acme-sql' : null;
+    const whole = blockHashes(all, bs, adapter);
+    assert.deepEqual(Array.from(blockHashesOfParts(parts, 0, bs, adapter)), Array.from(whole), `trial ${trial}: from 0`);
+    // Continuing from block k with the hash of block k-1 gives the tail of the same chain.
+    const k = whole.length === 0 ? 0 : Math.floor(random() * (whole.length + 1));
+    const tail = blockHashesOfParts(parts, k * bs, bs, adapter, k === 0 ? null : whole[k - 1]!);
+    assert.deepEqual(Array.from(tail), Array.from(whole.subarray(k)), `trial ${trial}: from block ${k}`);
+  }
+});

@@ -22,8 +22,12 @@ function uncached(work: PromptWork): { tokens: number[]; hashes: number[] } {
 }
 
 function check(encoder: CachedPromptEncoder, work: PromptWork, label: string): void {
-  const got = encoder.encode(work);
   const want = uncached(work);
+  // measure() first, so it sees the cache state encode() would have seen, then encode() on the warmer cache
+  const measured = encoder.measure(work);
+  assert.equal(measured.promptTokens, want.tokens.length, `${label}: measured count`);
+  assert.deepEqual(Array.from(measured.blockHashes), want.hashes, `${label}: measured hashes`);
+  const got = encoder.encode(work);
   assert.deepEqual(Array.from(got.tokens), want.tokens, `${label}: tokens`);
   assert.deepEqual(Array.from(got.blockHashes), want.hashes, `${label}: hashes`);
 }
