@@ -154,6 +154,8 @@ const tokenize: BenchScenario = async (args): Promise<BenchResult> => {
     ['split + piece cache, no message cache', (i) => blockHashes(chatPromptTokens(fast, 'llama3.1', seedMessages(i, system)), 16, null)],
     ['cold: new system prompt each request', (i) => coldEncoder.encode(work(seedMessages(i, `${i} ${system}`)))],
     ['warm: shared system prompt cached', (i) => warmEncoder.encode(work(seedMessages(i, system)))],
+    // What the gateway calls: the same work without concatenating the segments' ids (blockHashesOfParts).
+    ['warm, measure(): count + hashes only', (i) => warmEncoder.measure(work(seedMessages(i, system)))],
   ];
   const seedUs = new Map<string, number[]>();
   for (let r = 0; r < (only.has('seed') ? rounds : 0); r++) {
