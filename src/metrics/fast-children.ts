@@ -71,8 +71,9 @@ class FastIncrementer implements Incrementer {
 
   inc(value = 1): void {
     const entry = this.metric.hashMap[this.hash];
-    if (entry === undefined || !(value >= 0) || value === Infinity) {
-      this.slow.inc(value); // creates the series, or throws prom-client's own error (negative, NaN, Infinity)
+    // typeof first: a string or boolean passes `>= 0` by coercion, and `+=` would concatenate into the series.
+    if (entry === undefined || typeof value !== 'number' || !(value >= 0) || value === Infinity) {
+      this.slow.inc(value); // creates the series, or throws prom-client's own error (not a number, negative, Infinity)
       return;
     }
     entry.value += value;

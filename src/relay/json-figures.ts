@@ -3,6 +3,8 @@
 // closing quote followed by a colon (`"usage":`) cannot occur inside a JSON string, where every quote is
 // escaped. Falls back to a full parse when the shape is unexpected.
 // Thread: main. Hot path for non-streaming requests: two native Buffer searches and one small JSON.parse.
+import { usageNumbers } from './usage-numbers.ts';
+
 const USAGE = Buffer.from('"usage":{');
 const FINISH = Buffer.from('"finish_reason":');
 
@@ -13,7 +15,6 @@ export interface JsonFigures {
   finishReason: string | null;
 }
 
-interface UsageJson { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null }
 
 export function jsonFigures(body: Buffer): JsonFigures | null {
   const u = body.lastIndexOf(USAGE);
@@ -25,7 +26,7 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
       if (c === 0x7b) depth++;
       else if (c === 0x7d && --depth === 0) {
         try {
-          return figures(JSON.parse(body.toString('utf8', start, i + 1)) as UsageJson, finishReasonAt(body));
+          return figures(JSON.parse(body.toString('utf8', start, i + 1)) as unknown, finishReasonAt(body));
         } catch {
           break;
         }
@@ -33,15 +34,18 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
     }
   }
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as { usage?: UsageJson | null; choices?: Array<{ finish_reason?: string | null }> };
+    const parsed = JSON.parse(body.toString('utf8')) as { usage?: unknown; choices?: Array<{ finish_reason?: string | null }> };
     return figures(parsed.usage ?? {}, parsed.choices?.[0]?.finish_reason ?? null);
   } catch {
     return null;
   }
 }
 
-function figures(u: UsageJson, finishReason: string | null): JsonFigures {
-  return { promptTokens: u.prompt_tokens ?? 0, completionTokens: u.completion_tokens ?? 0, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0, finishReason };
+function figures(u: unknown, finishReason: string | null): JsonFigures {
+  const n = usageNumbers(u);
+  return n === null
+    ? { promptTokens: 0, completionTokens: 0, cachedTokens: 0, finishReason }
+    : { promptTokens: n.promptTokens, completionTokens: n.completionTokens, cachedTokens: n.cachedTokens, finishReason };
 }
 
 /** The first choice's finish_reason: a quoted string or null. */

@@ -11,6 +11,7 @@
 import type { ClientSink } from './client-sink.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { Rejection } from '../errors/gateway-error.ts';
+import { usageNumbers } from './usage-numbers.ts';
 
 const DONE = Buffer.from('data: [DONE]');
 const ERROR_PREFIX = Buffer.from('data: {"error"');
@@ -171,14 +172,9 @@ export class SseRelay {
 
   private readUsage(json: string): void {
     try {
-      const u = (JSON.parse(json) as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } }).usage;
-      if (u) {
-        this.usage = {
-          promptTokens: u.prompt_tokens ?? 0,
-          completionTokens: u.completion_tokens ?? 0,
-          cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
-        };
-      }
+      // Counts that are not numbers leave usage null: billing then uses the relayed token count.
+      const n = usageNumbers((JSON.parse(json) as { usage?: unknown }).usage);
+      if (n !== null) this.usage = n;
     } catch {
       // A malformed usage chunk is the replica's bug; billing falls back to relayed counts.
     }

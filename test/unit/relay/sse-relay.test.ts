@@ -115,6 +115,14 @@ test('a relayed event reaches the client as soon as its terminating blank line a
   assert.equal(relay.tokens, 1);
 });
 
+test('a usage chunk whose counts are not numbers is no usage: billing falls back to the relayed tokens', () => {
+  const text = fixture('chat-stream-usage.txt').replace(/"completion_tokens":\d+/, '"completion_tokens":"5"');
+  assert.ok(text.includes('"completion_tokens":"5"'), 'fixture rewritten');
+  const { relay } = run([Buffer.from(text)], false, true);
+  assert.equal(relay.usage, null);
+  assert.equal(relay.tokens, 5);
+});
+
 test('the usage chunk is removed when the client did not ask for it, and its figures are still read', () => {
   const text = fixture('chat-stream-cached.txt');
   const { sink, relay } = run([Buffer.from(text)], true, true);

@@ -1,0 +1,91 @@
+// Review: fast-children.ts's counter child adds to the series entry with `+=` for any value that passes
+// `value >= 0`, so a numeric string or a boolean is concatenated/coerced into the counter, where stock
+// prom-client's Counter.inc throws "Value is not a valid number". The gateway feeds replica-reported usage
+// figures (not type-checked by json-figures.ts / sse-relay.ts) straight into gateway_tokens_total, so one
+// replica answer with `"completion_tokens":"7"` turns the output-token series of an existing pool/tenant
+// into the string "57" for good: the exposition then says 57 (and "575" after the next 5-token request).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Registry } from 'prom-client';
+import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
+import { renderPage } from '../registry/vllm-page-server.ts';
+import { counterChild } from '../../../src/metrics/fast-children.ts';
+
+let stack: TestStack;
+let replica: Server;
+/** completion_tokens the scripted replica reports next (a number, or whatever a buggy backend sends). */
+let nextCompletionTokens: unknown = 5;
+
+before(async () => {
+  const page = renderPage({ running: 0, waiting: 0, kvUsage: 0.1, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: '', waitingAdapters: '' });
+  replica = createServer((req, res) => {
+    if (req.url === '/metrics') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(page);
+    if (req.url === '/health') return void res.writeHead(200).end();
+    req.resume();
+    req.on('end', () => {
+      const body = JSON.stringify({
+        id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 5, completion_tokens: nextCompletionTokens, total_tokens: 12 },
+      });
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    });
+  });
+  await new Promise<void>((r) => replica.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+  stack = await startStack({
+    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
+    externalReplicas: { '8b': [url] },
+  });
+});
+
+after(async () => {
+  await stack.close();
+  replica.closeAllConnections();
+  await new Promise<void>((r) => replica.close(() => r()));
+});
+
+async function complete(id: string): Promise<number> {
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ALPHA_KEY}`, 'content-type': 'application/json', 'x-request-id': id },
+    body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 }),
+  });
+  await res.text();
+  return res.status;
+}
+
+async function outputTokensSeries(): Promise<string> {
+  const text = await (await fetch(`${stack.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('gateway_tokens_total{pool="8b",tenant="other",kind="output"}'));
+  assert.ok(line, 'output token series present');
+  return line.slice(line.lastIndexOf(' ') + 1);
+}
+
+test('a replica that reports completion_tokens as a string does not corrupt gateway_tokens_total', async () => {
+  nextCompletionTokens = 5;
+  assert.equal(await complete('num-1'), 200);
+  await new Promise((r) => setTimeout(r, 50)); // finishRequest runs after the response is sent
+  assert.equal(await outputTokensSeries(), '5');
+  nextCompletionTokens = '7'; // a non-vLLM OpenAI-compatible backend, or a proxy that stringifies numbers
+  await complete('str-1');
+  nextCompletionTokens = 5;
+  assert.equal(await complete('num-2'), 200);
+  await new Promise((r) => setTimeout(r, 50));
+  const v = await outputTokensSeries();
+  // Stock prom-client refuses the string (the series stays 10 = 5 + 5); summing it as a number gives 17.
+  // Anything else is a corrupted counter.
+  assert.ok(v === '10' || v === '17', `gateway_tokens_total{kind="output"} is ${JSON.stringify(v)}: expected 10 or 17`);
+});
+
+test('counterChild rejects what stock prom-client rejects (non-number increments)', () => {
+  const reg = new Registry();
+  const c = new Counter({ name: 'c_total', help: 'h', labelNames: ['k'] as const, registers: [reg] });
+  const fast = counterChild(c, 'a');
+  fast.inc(5); // the series now exists: later calls take the fast path
+  const stock = c.labels('a');
+  assert.throws(() => stock.inc('7' as unknown as number), /not a valid number/, 'stock prom-client refuses a string');
+  assert.throws(() => fast.inc('7' as unknown as number), /not a valid number/, 'the fast child must refuse it too');
+});
