@@ -1,6 +1,6 @@
 // A/B scenario: is the working tree's gateway faster or slower than a base git ref's, on the same machine,
 // in the same minutes? Base and head gateways run side by side in front of the same zero-delay-ish mock
-// replicas (profile tiny, smallest time scale); a head-vs-head noise run comes first, then alternating rounds.
+// replicas (profile tiny, smallest time scale); an unmeasured warm-up run of each side, then a head-vs-head noise run, then alternating rounds.
 // Reports head/base ratios of req/s, TTFB and gateway CPU per request (style guide §4.14, uWS compare.js).
 // The base tree is extracted with `git archive` into a temp dir (no change to the repo, its index or worktrees)
 // and shares this checkout's node_modules. Thread: bench main thread; every process is its own.
@@ -62,6 +62,7 @@ const ab: BenchScenario = async (args) => {
   const stops: Array<() => Promise<void>> = [];
   const runs: Record<string, RoundRun[]> = {};
   const noise: Record<string, number> = {};
+  const cpuNoise: Record<string, number> = {};
   try {
     const fleet = await startMockFleet({
       repoRoot, logDir, count: Number(values.replicas), model: MODEL, profile: 'tiny',
@@ -91,10 +92,11 @@ const ab: BenchScenario = async (args) => {
         concurrency,
         requests: Number(values.requests),
         maxDurationMs: Number(values['max-seconds']) * 1000,
-        cpuPids: { gateway: t.proxyPids, mocks: fleet.pids },
+        cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
       }), mode);
       runs[mode] = outcome.runs;
       noise[mode] = outcome.noise;
+      cpuNoise[mode] = outcome.cpuNoise;
     }
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
@@ -105,7 +107,7 @@ const ab: BenchScenario = async (args) => {
   const rows: Array<Array<string | number>> = [];
   for (const [mode, list] of Object.entries(runs)) {
     const v = new RoundsView(list);
-    const cpu = (r: RoundRun['result']): number => r.cpuMicrosPerRequest.gateway ?? NaN;
+    const cpu = (r: RoundRun['result']): number => r.cpuMicrosPerRequest.proxy ?? NaN;
     rows.push([
       mode,
       fmt(v.median('base', (r) => r.requestsPerSecond), 0),
@@ -117,22 +119,23 @@ const ab: BenchScenario = async (args) => {
       fmt(v.pairedDelta('head', 'base', (r) => r.ttfbMs.p50), 3),
       fmt(v.pairedDelta('head', 'base', (r) => r.ttfbMs.p99), 3),
       fmt(100 * (noise[mode] ?? NaN), 1),
+      fmt(100 * (cpuNoise[mode] ?? NaN), 1),
       v.of('base').reduce((a, r) => a + r.result.errors, 0) + v.of('head').reduce((a, r) => a + r.result.errors, 0),
     ]);
   }
   return {
     title: `A/B: gateway at ${baseRef} (${baseRev}) vs working tree`,
     columns: ['mode', 'base req/s', 'head req/s', 'head/base req/s', 'base CPU µs/req', 'head CPU µs/req',
-      'head/base CPU', 'head-base TTFB p50 ms', 'head-base TTFB p99 ms', 'noise %', 'errors'],
+      'head/base CPU', 'head-base TTFB p50 ms', 'head-base TTFB p99 ms', 'noise %', 'CPU noise %', 'errors'],
     rows,
     notes: [
-      'ratios are medians over rounds of per-round ratios; a ratio inside 1 ± noise is no difference',
+      'ratios are medians over rounds of per-round ratios; a ratio inside 1 ± noise is no difference (noise: req/s, CPU noise: CPU per request, of two head runs after one unmeasured warm-up run of each side)',
       `${values.replicas} mock replicas (tiny, time scale ${values['time-scale']}); concurrency ${concurrency}; `
         + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
       values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
       ...(values['base-node-args'] || values['head-node-args'] ? [`node flags: base \`${values['base-node-args']}\`, head \`${values['head-node-args']}\``] : []),
     ],
-    extra: { runs, noise, baseRev },
+    extra: { runs, noise, cpuNoise, baseRev },
   };
 };
 

@@ -4,8 +4,9 @@
 // gateway's stack with none of its logic: harness/minimal-relay.ts; `floor-raw` swaps undici for the gateway's own
 // HTTP/1.1 client, src/upstream/upstream-client.ts; `floor-node` swaps uWS for node:http), nginx with 1 worker and with `auto` workers. Modes: 16-token SSE streams and non-streaming
 // JSON, at concurrency 32 (and any others listed: `--concurrency 32,1` adds an unloaded-latency pass).
-// Method (uWS compare.js style): a same-target noise run first, then rounds in alternating order; per-round
-// figures are paired (added TTFB = target - direct in the same round) and the median over rounds reported.
+// Method (uWS compare.js style): an unmeasured warm-up run of every target, a same-target noise run, then
+// rounds in alternating order; per-round figures are paired (added TTFB = target - direct in the same round)
+// and the median over rounds reported.
 // Thread: bench main thread (the load generator); every target and each mock replica is its own process.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -70,6 +71,7 @@ const relay: BenchScenario = async (args) => {
   const notes: string[] = [];
   const runs: Record<string, RoundRun[]> = {};
   const noise: Record<string, number> = {};
+  const cpuNoise: Record<string, number> = {};
   let profileSummary: ReturnType<typeof topFrames> | null = null;
   let noiseTarget = 'nginx';
   try {
@@ -126,6 +128,7 @@ const relay: BenchScenario = async (args) => {
         }), label);
         runs[label] = outcome.runs;
         noise[label] = outcome.noise;
+        cpuNoise[label] = outcome.cpuNoise;
       }
     }
   } finally {
@@ -166,7 +169,11 @@ const relay: BenchScenario = async (args) => {
       ]);
     }
   }
-  for (const [mode, n] of Object.entries(noise)) notes.push(`noise floor (${mode}): ${noiseTarget} run twice, req/s differ by ${fmt(100 * n, 1)}%`);
+  for (const [mode, n] of Object.entries(noise)) {
+    const c = cpuNoise[mode] ?? NaN;
+    notes.push(`noise floor (${mode}): ${noiseTarget} run twice after a warm-up run of every target, req/s differ by ${fmt(100 * n, 1)}%`
+      + (Number.isFinite(c) ? `, CPU per request by ${fmt(100 * c, 1)}%` : ''));
+  }
   notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
     + `concurrency ${concurrencies.join(' and ')}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
@@ -184,7 +191,7 @@ const relay: BenchScenario = async (args) => {
     columns,
     rows,
     notes,
-    extra: { runs, noise, profile: profileSummary },
+    extra: { runs, noise, cpuNoise, profile: profileSummary },
   };
 };
 
