@@ -71,7 +71,8 @@ export class UpstreamAttempt implements UpstreamHandler {
    * One cork of the client socket per upstream read (UpstreamHandler.batch): the SSE events a read carries
    * leave in one send() instead of one each. A replica that streams faster than we read (or a gateway that
    * fell behind under load) packs many events into one read: measured 302 send() per 300-token stream before,
-   * one per read after (native-bench/README.md). Events are never held back: the cork ends with the read.
+   * 68-95 after, about one per read (`npm run bench -- syscalls`). Events are never held back: the cork ends
+   * with the read.
    * The corks inside onData are then nested, and uWS runs nested corks in place. They are not redundant:
    * when a read carries more than uWS's 16 KiB cork buffer, uWS sends it and leaves the socket uncorked, and
    * the next event's cork corks it again. Writing straight through inside the outer cork measured 229 sends
