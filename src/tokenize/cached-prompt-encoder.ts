@@ -5,8 +5,8 @@
 //
 // 1. Segment token cache: the chat template renders one text segment per message (chat-template.ts), and
 //    tokens(prompt) == concat(tokens(segment)), so each segment's ids are cached. Key: the rendered
-//    segment string itself (role + content + template markup), so the Map's native string hash finds it
-//    and an exact comparison confirms it: a hash collision can never return another message's tokens.
+//    segment string itself (role + content + template markup), found by a cheap fingerprint and confirmed
+//    by an exact comparison (segment-cache.ts): a collision can never return another message's tokens.
 //    Each cached segment also gets a never-reused numeric id.
 // 2. Prefix hash cache: block hashes chain from the start of the prompt, so the hashes of the first c
 //    segments' full blocks depend only on (tokenizer, block size, adapter, those segments). Keyed by those
@@ -17,6 +17,7 @@
 // bytes per 16 tokens). test/unit/tokenize/cached-prompt-encoder.test.ts proves cached == uncached.
 import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
+import { SegmentCache } from './segment-cache.ts';
 import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
 import { getTokenizer, type TokenizerName } from './tokenizer.ts';
@@ -45,19 +46,14 @@ export interface MeasuredPrompt {
   blockHashes: Float64Array;
 }
 
-interface CachedSegment {
-  tokenizer: TokenizerName;
-  tokens: Uint32Array;
-  id: number;
-}
 
 export class CachedPromptEncoder {
-  private readonly segments: ByteLru<string, CachedSegment>;
+  private readonly segments: SegmentCache;
   private readonly prefixes: ByteLru<string, Float64Array>;
   private nextSegmentId = 1;
 
   constructor(cacheBytes: number) {
-    this.segments = new ByteLru(cacheBytes * 7 / 8);
+    this.segments = new SegmentCache(cacheBytes * 7 / 8);
     this.prefixes = new ByteLru(cacheBytes / 8);
   }
 
@@ -74,8 +70,7 @@ export class CachedPromptEncoder {
     if (work.kind === 'completion') return work.prompt?.length ?? 0;
     let chars = 0;
     for (const text of segments ?? this.render(work)) {
-      const hit = this.segments.peek(text);
-      if (hit === undefined || hit.tokenizer !== work.tokenizer) chars += text.length;
+      if (this.segments.peek(text, work.tokenizer) === undefined) chars += text.length;
     }
     return chars;
   }
@@ -117,10 +112,11 @@ export class CachedPromptEncoder {
     const ids: number[] = new Array<number>(texts.length);
     for (let i = 0; i < texts.length; i++) {
       const text = texts[i] as string;
-      let hit = this.segments.get(text);
-      if (hit === undefined || hit.tokenizer !== work.tokenizer) {
-        hit = { tokenizer: work.tokenizer, tokens: tokenizer.encodeWithSpecials(text, shouldStop), id: this.nextSegmentId++ };
-        this.segments.set(text, hit, 2 * text.length + hit.tokens.byteLength + ENTRY_OVERHEAD_BYTES);
+      let hit = this.segments.get(text, work.tokenizer);
+      if (hit === undefined) {
+        const tokens = tokenizer.encodeWithSpecials(text, shouldStop);
+        hit = { text, tokenizer: work.tokenizer, tokens, id: this.nextSegmentId++, bytes: 2 * text.length + tokens.byteLength + ENTRY_OVERHEAD_BYTES };
+        this.segments.add(hit);
       }
       parts[i] = hit.tokens;
       ids[i] = hit.id;

@@ -2,7 +2,8 @@ import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
 import { CachedPromptEncoder, type PromptWork } from '../../../src/tokenize/cached-prompt-encoder.ts';
-import type { ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { renderChatSegments, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { fingerprint } from '../../../src/tokenize/segment-cache.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { getTiktokenTokenizer } from '../../../src/tokenize/tokenizer.ts';
 import { corpus, seededRandom } from './corpus.ts';
@@ -110,4 +111,24 @@ void test('requests with tools: cached == uncached, and tools change the prompt'
     check(encoder, chat(messages), `no tools round ${round}`);
   }
   assert.notEqual(encoder.encode({ ...chat(messages), tools }).tokens.length, encoder.encode(chat(messages)).tokens.length);
+});
+
+void test('two system prompts whose rendered segments share a fingerprint are each tokenized as themselves', () => {
+  // Vary one character of a long system prompt until two rendered system segments collide (they differ where
+  // the fingerprint's sample does not look); then alternate them through one encoder.
+  const base = `${longSystem.slice(0, 3000)}`;
+  const variants: string[] = [];
+  const seen = new Map<number, string>();
+  for (let at = 1500; at < 1600 && variants.length < 2; at++) {
+    const v = `${base.slice(0, at)}#${base.slice(at + 1)}`;
+    const fp = fingerprint(renderChatSegments('llama3.1', [{ role: 'system', content: v }])[0]!);
+    const other = seen.get(fp);
+    if (other !== undefined) variants.push(other, v);
+    else seen.set(fp, v);
+  }
+  assert.equal(variants.length, 2, 'found two colliding system prompts');
+  const encoder = new CachedPromptEncoder(16 * 1024 * 1024);
+  for (let i = 0; i < 6; i++) {
+    check(encoder, chat([{ role: 'system', content: variants[i % 2]! }, { role: 'user', content: texts[i % texts.length] as string }]), `alternation ${i}`);
+  }
 });
