@@ -16,6 +16,7 @@
 // Thread: any; one instance per CachedPromptEncoder. Hot path: get per segment per request.
 import { randomFillSync } from 'node:crypto';
 import { ByteLru } from './byte-lru.ts';
+import { fmix32 } from '../util/fmix32.ts';
 import type { TokenizerName } from './tokenizer.ts';
 
 export interface CachedSegment {
@@ -48,14 +49,8 @@ export function fingerprint(text: string): number {
     const step = Math.max(1, Math.floor((n - 2 * EDGE) / SAMPLES));
     for (let i = EDGE; i < n - EDGE; i += step) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   }
-  // fmix32 (MurmurHash3's finaliser): every input bit moves every output bit, so V8's bucket index, taken from
-  // the low bits, depends on all of them.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  // V8's bucket index comes from the low bits: after fmix32 they depend on every input bit.
+  return fmix32(h);
 }
 
 export class SegmentCache {

@@ -4,6 +4,7 @@
 // prompt's from the tokenizer, then synthetic ones chained from them for blocks that hold generated tokens.
 // Thread: main of the mock process. Hot path: fields are read per step per scheduled request; fixed shape.
 import type { EngineRequestEvents, EngineRequestSpec, RequestPhase } from './types.ts';
+import { fmix32 } from '../../../src/util/fmix32.ts';
 
 const NO_EVENTS: EngineRequestEvents = { onFirstToken() {}, onToken() {}, onFinish() {} };
 const NO_HASHES: ArrayLike<number> = [];
@@ -79,16 +80,6 @@ export class EngineRequest {
     }
     return this.syntheticHashes[k]!;
   }
-}
-
-/** murmur3's 32-bit finaliser. */
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
 
 /**
