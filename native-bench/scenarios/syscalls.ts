@@ -26,27 +26,34 @@ const API_KEY = 'sk-bench-syscalls';
 /** The calls a proxy makes per request; everything else is folded into `all`. */
 const KINDS = ['read', 'recvfrom', 'write', 'writev', 'sendto', 'epoll_wait', 'epoll_pwait', 'futex'] as const;
 
-/** Counts of each event for the given pids over `work`, from `perf stat -x,` (CSV on stderr). */
-async function countDuring(pids: readonly number[], events: readonly string[], work: () => Promise<void>): Promise<Map<string, number>> {
-  const perf = spawn('perf', ['stat', '-x', ',', '-e', events.join(','), '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  perf.stderr.on('data', (d: Buffer) => { err += d.toString(); });
-  const exited = new Promise<void>((resolve) => perf.on('close', () => resolve()));
+/**
+ * Counts of each event over `work`, one map per group of pids (one `perf stat -x,` each, CSV on stderr), so the
+ * proxy and the mocks behind it are counted separately in the same run.
+ */
+async function countDuring(groups: ReadonlyArray<readonly number[]>, events: readonly string[], work: () => Promise<void>): Promise<Array<Map<string, number>>> {
+  const perfs = groups.filter((pids) => pids.length > 0).map((pids) => {
+    const perf = spawn('perf', ['stat', '-x', ',', '-e', events.join(','), '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const out = { err: '', exited: new Promise<void>((resolve) => perf.on('close', () => resolve())), perf };
+    perf.stderr.on('data', (d: Buffer) => { out.err += d.toString(); });
+    return out;
+  });
   await new Promise((r) => setTimeout(r, 300)); // perf attaches before the load starts
   try {
     await work();
   } finally {
-    perf.kill('SIGINT');
-    await exited;
+    for (const p of perfs) p.perf.kill('SIGINT');
+    await Promise.all(perfs.map((p) => p.exited));
   }
-  const counts = new Map<string, number>();
-  for (const line of err.split('\n')) {
-    const [value, , event] = line.split(',');
-    const n = Number(value);
-    if (event !== undefined && Number.isFinite(n)) counts.set(event, n);
-  }
-  if (counts.size === 0) throw new Error(`perf stat counted nothing: ${err.trim().split('\n').slice(-2).join(' ')}`);
-  return counts;
+  return perfs.map(({ err }) => {
+    const counts = new Map<string, number>();
+    for (const line of err.split('\n')) {
+      const [value, , event] = line.split(',');
+      const n = Number(value);
+      if (event !== undefined && Number.isFinite(n)) counts.set(event, n);
+    }
+    if (counts.size === 0) throw new Error(`perf stat counted nothing: ${err.trim().split('\n').slice(-2).join(' ')}`);
+    return counts;
+  });
 }
 
 const syscalls: BenchScenario = async (args) => {
@@ -57,7 +64,7 @@ const syscalls: BenchScenario = async (args) => {
       concurrency: { type: 'string', default: '32' },
       'max-tokens': { type: 'string', default: '16' },
       modes: { type: 'string', default: 'stream,json' },
-      targets: { type: 'string', default: 'gateway,floor-raw,nginx' },
+      targets: { type: 'string', default: 'direct,gateway,floor-raw,nginx' },
     },
   });
   try {
@@ -79,42 +86,49 @@ const syscalls: BenchScenario = async (args) => {
       extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
     });
     stops.push(fleet.stop);
-    const targets: Array<{ name: string; url: string; pids: () => number[] }> = [];
+    const targets: Array<{ name: string; urls: string[]; pids: () => number[] }> = [];
+    // direct: the client round-robins over the mocks; only the mocks are counted (the baseline of their cost).
+    if (wanted.includes('direct')) targets.push({ name: 'direct', urls: fleet.replicas.map((r) => r.url), pids: () => [] });
     if (wanted.includes('gateway')) {
       const gw = await startGatewayProcess({ repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas });
       stops.push(gw.stop);
-      targets.push({ name: 'gateway', url: gw.url, pids: () => [gw.proc.pid] });
+      targets.push({ name: 'gateway', urls: [gw.url], pids: () => [gw.proc.pid] });
     }
     if (wanted.includes('floor-raw')) {
       const fl = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), client: 'raw', server: 'uws' });
       stops.push(fl.stop);
-      targets.push({ name: 'floor-raw', url: fl.url, pids: () => [fl.proc.pid] });
+      targets.push({ name: 'floor-raw', urls: [fl.url], pids: () => [fl.proc.pid] });
     }
     if (wanted.includes('nginx')) {
       const ng = await startNginx({ upstreams: fleet.replicas.map((r) => r.hostPort), workerProcesses: 1 });
       stops.push(ng.stop);
       // The worker handles every connection; the master only supervises.
-      targets.push({ name: 'nginx', url: ng.url, pids: () => execFileSync('pgrep', ['-P', String(ng.proc.pid)], { encoding: 'utf8' }).trim().split('\n').map(Number) });
+      targets.push({ name: 'nginx', urls: [ng.url], pids: () => execFileSync('pgrep', ['-P', String(ng.proc.pid)], { encoding: 'utf8' }).trim().split('\n').map(Number) });
     }
     for (const mode of values.modes.split(',')) {
       const stream = mode === 'stream';
       const body = chatBody({ model: MODEL, maxTokens, stream });
       for (const t of targets) {
         const spec = {
-          origins: [t.url], path: '/v1/chat/completions', body, headers: { authorization: `Bearer ${API_KEY}` },
+          origins: t.urls, path: '/v1/chat/completions', body, headers: { authorization: `Bearer ${API_KEY}` },
           stream, concurrency, maxDurationMs: 60_000,
         };
         await runLoad({ ...spec, requests: Math.max(1000, Math.ceil(requests / 3)) }); // warm-up, not counted
         let completed = 0;
         let rps = 0;
-        const counts = await countDuring(t.pids(), events, async () => {
+        const proxyPids = t.pids();
+        const counted = await countDuring([proxyPids, fleet.pids], events, async () => {
           const r = await runLoad({ ...spec, requests, warmupRequests: 0 });
           if (r.errors > 0) throw new Error(`${t.name} ${mode}: ${r.errors} errors (${r.firstError})`);
           completed = r.completed;
           rps = r.requestsPerSecond;
         });
-        const per = (event: string): string => ((counts.get(event) ?? 0) / completed).toFixed(2);
-        rows.push([mode, t.name, rps.toFixed(0), per('raw_syscalls:sys_enter'), ...KINDS.map((k) => per(`syscalls:sys_enter_${k}`)), per('context-switches')]);
+        const mine = proxyPids.length > 0 ? [[t.name, counted[0]], [`mocks behind ${t.name}`, counted[1]]] as const
+          : [[`mocks, ${t.name}`, counted[0]]] as const;
+        for (const [who, c] of mine) {
+          const per = (event: string): string => ((c?.get(event) ?? 0) / completed).toFixed(2);
+          rows.push([mode, who, rps.toFixed(0), per('raw_syscalls:sys_enter'), ...KINDS.map((k) => per(`syscalls:sys_enter_${k}`)), per('context-switches')]);
+        }
       }
     }
   } finally {
