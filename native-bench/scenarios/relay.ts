@@ -40,6 +40,8 @@ const relay: BenchScenario = async (args) => {
       profile: { type: 'string', default: 'tiny' },
       'time-scale': { type: 'string', default: '0.01' },
       'max-tokens': { type: 'string', default: '16' },
+      /** Requests per run at concurrency below 8 (the unloaded pass); its p99 is the 1 % tail of this many. */
+      'unloaded-requests': { type: 'string', default: '1000' },
       modes: { type: 'string', default: 'stream,json' },
       targets: { type: 'string', default: 'direct,gateway,floor,floor-raw,floor-node,nginx,nginx-auto' },
       pin: { type: 'boolean', default: false },
@@ -122,7 +124,7 @@ const relay: BenchScenario = async (args) => {
           stream,
           concurrency,
           // An unloaded pass needs fewer requests for stable percentiles than a loaded one gets in the same time.
-          requests: concurrency < 8 ? Math.min(requests, 1000) : requests,
+          requests: concurrency < 8 ? Number(values['unloaded-requests']) : requests,
           maxDurationMs: Number(values['max-seconds']) * 1000,
           cpuPids: { proxy: t.proxyPids, mocks: fleet.pids },
         }), label);
@@ -175,7 +177,7 @@ const relay: BenchScenario = async (args) => {
       + (Number.isFinite(c) ? `, CPU per request by ${fmt(100 * c, 1)}%` : ''));
   }
   notes.push(`${values.replicas} mock replicas (profile ${values.profile}, time scale ${values['time-scale']}), each its own process; `
-    + `concurrency ${concurrencies.join(' and ')}; ${requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; `
+    + `concurrency ${concurrencies.join(' and ')}; ${requests} requests (${values['unloaded-requests']} below concurrency 8) or ${values['max-seconds']} s per run; ${rounds} rounds; `
     + `${maxTokens} output tokens with ignore_eos; include_usage requested on every target; gateway LOG_LEVEL=warn, nginx access_log off`);
   if (values['gateway-config'] !== '{}') notes.push(`gateway config overrides: ${values['gateway-config']}`);
   notes.push(values.pin ? 'pinned: proxy alone on CPU 1; mocks and the load generator on CPU 0 (taskset)' : 'not pinned (shared machine: read the ratios and CPU/req, not raw req/s)');

@@ -168,13 +168,14 @@ export class UpstreamAttempt implements UpstreamHandler {
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     this.chunks = [];
     if (this.status === 200) {
-      this.takeJsonFigures(body);
       ctx.status = 200;
       ctx.ttftMs = null;
       ctx.sink.cork(() => {
         ctx.sink.begin(200, this.headers);
         ctx.sink.end(body);
       });
+      // After the send: the usage figures are for the record, not for the client, so reading them waits.
+      this.takeJsonFigures(body);
       return this.finish({ kind: 'sent', failure: null });
     }
     const rejection = normaliseUpstreamError(this.status, body);
