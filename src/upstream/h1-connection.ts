@@ -44,8 +44,10 @@ const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
  * per-request work, a turn's requests reach a replica one at a time and wake it once each; written together,
  * they find it awake after the first. Measured on a loaded 2-core VM (`npm run bench -- ab`): gateway CPU per
  * JSON request 0.81x, per 16-token stream 0.84x, and the mocks' own CPU per request drops too.
- * Cost: a request written early in a busy turn waits for the rest of that turn (bounded by MAX_QUEUED_WRITES);
- * an idle gateway runs one request per turn, so the wait is the hop from poll to check phase (a few µs).
+ * Cost: a request made early in a busy turn waits for the rest of that turn's work (MAX_QUEUED_WRITES bounds how
+ * many writes wait, not for how long); an idle gateway runs one request per turn, so the wait is the hop from
+ * poll to check phase (a few µs). A request aborted before its write (same turn, no cap flush in between) is
+ * never written.
  */
 const WRITE_QUEUE: H1Connection[] = [];
 const MAX_QUEUED_WRITES = 64;
@@ -202,6 +204,13 @@ export class H1Connection implements H1ResponseSink {
     if (this.exchange === null) {
       // Bytes nobody asked for (a replica answering twice, or speaking before the request): unusable.
       this.close();
+      return false;
+    }
+    if (this.pendingWrite !== null) {
+      // The request is still queued for this turn's write burst, so these bytes answer nothing we sent (a
+      // replica speaking out of turn on an idle keep-alive connection). Read as a response, they would be
+      // this request's answer and shift every later one: fail before any byte, which the pipeline retries.
+      this.fail('reset', upstreamError('UPSTREAM_UNSOLICITED', 'the replica sent bytes before the request was written'));
       return false;
     }
     this.readLength = n;

@@ -64,3 +64,47 @@ test('a request made outside any I/O callback (from a timer) is written without 
   assert.equal(res.body, '{"ok":true}');
   assert.ok(res.settledAt - t0 < 500, `answered ${(res.settledAt - t0).toFixed(1)} ms after the dispatch`);
 });
+
+test('bytes a replica sends while a request is still queued for the write fail it as reset, never become its answer', async () => {
+  // The replica is another process, so it can speak while this thread is busy: 60 ms after answering the first
+  // request it writes an unsolicited response on the idle keep-alive connection. The second request is
+  // dispatched 10 ms after the first answer, and this thread then stays busy for 250 ms, so the stray bytes are
+  // waiting in the socket when the poll phase comes, before the check phase that would have written request 2.
+  const script = `
+    const net = require('net');
+    const srv = net.createServer((sock) => {
+      let buf = '';
+      sock.on('data', (d) => {
+        buf += d.toString('latin1');
+        if (!buf.includes('\\r\\n\\r\\n') || !buf.endsWith('}')) return;
+        const first = buf.includes('"n":1');
+        buf = '';
+        sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 7\\r\\n\\r\\n{"n":1}');
+        if (first) setTimeout(() => sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 9\\r\\n\\r\\n{"stray"}'), 60);
+      });
+      sock.on('error', () => {});
+    });
+    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));`;
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
+    const url = `http://127.0.0.1:${port}`;
+    const c = client({ connections_per_replica: 1 });
+    const first = recorder();
+    c.dispatch(url, req('{"n":1}'), first.handler);
+    assert.deepEqual([(await first.done).body, first.result.error], ['{"n":1}', null]);
+    const second = recorder();
+    await new Promise<void>((resolve) => setTimeout(() => {
+      c.dispatch(url, req('{"n":2}'), second.handler);
+      const until = performance.now() + 250;
+      while (performance.now() < until) { /* hold the thread while the replica speaks out of turn */ }
+      resolve();
+    }, 10));
+    const res = await second.done;
+    assert.deepEqual([res.error, res.errorCode, res.body], ['reset', 'UPSTREAM_UNSOLICITED', ''], 'the stray response is not request 2\'s answer');
+    assert.equal(res.settled, 1);
+  } finally {
+    child.kill('SIGKILL');
+  }
+});
