@@ -50,7 +50,14 @@ export class UwsSink implements ClientSink {
     this.started = true;
     const res = this.res;
     res.writeStatus(statusLine(status));
-    for (let i = 0; i < headers.length; i++) res.writeHeader(headers[i]![0], headers[i]![1]);
+    if (headers.length === 0) return;
+    // One writeHeader call for the whole block: uWS writes `key: value\r\n` as given, so the later headers ride in
+    // the first one's value. Each call converts two JS strings to UTF-8 in C++ (≈ 0.3 µs at process level); a
+    // JSON response carries 7 headers. The values are the gateway's own (validated request ids, numbers, fixed
+    // strings), never a client's raw bytes, the same as when they were written one call each.
+    let block = headers[0]![1];
+    for (let i = 1; i < headers.length; i++) block += `\r\n${headers[i]![0]}: ${headers[i]![1]}`;
+    res.writeHeader(headers[0]![0], block);
   }
 
   write(chunk: Uint8Array | string): boolean {
