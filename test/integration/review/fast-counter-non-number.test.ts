@@ -6,45 +6,31 @@
 // into the string "57" for good: the exposition then says 57 (and "575" after the next 5-token request).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Counter, Registry } from 'prom-client';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
-import { renderPage } from '../registry/vllm-page-server.ts';
+import { startCannedReplica, type CannedReplica } from './canned-replica.ts';
 import { counterChild } from '../../../src/metrics/fast-children.ts';
 
 let stack: TestStack;
-let replica: Server;
+let replica: CannedReplica;
 /** completion_tokens the scripted replica reports next (a number, or whatever a buggy backend sends). */
 let nextCompletionTokens: unknown = 5;
 
 before(async () => {
-  const page = renderPage({ running: 0, waiting: 0, kvUsage: 0.1, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: '', waitingAdapters: '' });
-  replica = createServer((req, res) => {
-    if (req.url === '/metrics') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(page);
-    if (req.url === '/health') return void res.writeHead(200).end();
-    req.resume();
-    req.on('end', () => {
-      const body = JSON.stringify({
-        id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
-        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 5, completion_tokens: nextCompletionTokens, total_tokens: 12 },
-      });
-      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
-    });
-  });
-  await new Promise<void>((r) => replica.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+  replica = await startCannedReplica(() => JSON.stringify({
+    id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 5, completion_tokens: nextCompletionTokens, total_tokens: 12 },
+  }));
   stack = await startStack({
     pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
-    externalReplicas: { '8b': [url] },
+    externalReplicas: { '8b': [replica.url] },
   });
 });
 
 after(async () => {
   await stack.close();
-  replica.closeAllConnections();
-  await new Promise<void>((r) => replica.close(() => r()));
+  await replica.close();
 });
 
 async function complete(id: string): Promise<number> {

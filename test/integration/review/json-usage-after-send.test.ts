@@ -4,13 +4,11 @@
 // completion and cached tokens, and finish_reason. No other test pinned these fields for a JSON answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
-import { renderPage } from '../registry/vllm-page-server.ts';
+import { startCannedReplica, type CannedReplica } from './canned-replica.ts';
 
 let stack: TestStack;
-let replica: Server;
+let replica: CannedReplica;
 const BODY = JSON.stringify({
   id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
   choices: [{ index: 0, message: { role: 'assistant', content: 'a "usage":{ lookalike' }, finish_reason: 'length' }],
@@ -18,25 +16,16 @@ const BODY = JSON.stringify({
 });
 
 before(async () => {
-  const page = renderPage({ running: 0, waiting: 0, kvUsage: 0.1, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: '', waitingAdapters: '' });
-  replica = createServer((req, res) => {
-    if (req.url === '/metrics') return void res.writeHead(200, { 'content-type': 'text/plain' }).end(page);
-    if (req.url === '/health') return void res.writeHead(200).end();
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(BODY));
-  });
-  await new Promise<void>((r) => replica.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(replica.address() as AddressInfo).port}`;
+  replica = await startCannedReplica(() => BODY);
   stack = await startStack({
     pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
-    externalReplicas: { '8b': [url] },
+    externalReplicas: { '8b': [replica.url] },
   });
 });
 
 after(async () => {
   await stack.close();
-  replica.closeAllConnections();
-  await new Promise<void>((r) => replica.close(() => r()));
+  await replica.close();
 });
 
 test('a non-streaming 200 passes the body through unchanged and records the replica usage figures', async () => {
