@@ -4,6 +4,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { renderPage } from '../registry/vllm-page-server.ts';
+import { startStack, type TestStack } from '../../helpers/start-gateway.ts';
 
 export interface CannedReplica {
   url: string;
@@ -24,6 +25,22 @@ export async function startCannedReplica(answer: () => string): Promise<CannedRe
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** A gateway stack (pool `8b`, alias `gpt-fast`) whose one replica is a canned replica. */
+export async function startCannedStack(answer: () => string): Promise<{ stack: TestStack; close(): Promise<void> }> {
+  const replica = await startCannedReplica(answer);
+  const stack = await startStack({
+    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
+    externalReplicas: { '8b': [replica.url] },
+  });
+  return {
+    stack,
+    close: async () => {
+      await stack.close();
+      await replica.close();
     },
   };
 }

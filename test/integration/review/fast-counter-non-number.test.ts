@@ -7,31 +7,25 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Counter, Registry } from 'prom-client';
-import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
-import { startCannedReplica, type CannedReplica } from './canned-replica.ts';
+import { ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
+import { startCannedStack } from './canned-replica.ts';
 import { counterChild } from '../../../src/metrics/fast-children.ts';
 
 let stack: TestStack;
-let replica: CannedReplica;
+let canned: Awaited<ReturnType<typeof startCannedStack>>;
 /** completion_tokens the scripted replica reports next (a number, or whatever a buggy backend sends). */
 let nextCompletionTokens: unknown = 5;
 
 before(async () => {
-  replica = await startCannedReplica(() => JSON.stringify({
+  canned = await startCannedStack(() => JSON.stringify({
     id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
     choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
     usage: { prompt_tokens: 5, completion_tokens: nextCompletionTokens, total_tokens: 12 },
   }));
-  stack = await startStack({
-    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
-    externalReplicas: { '8b': [replica.url] },
-  });
+  stack = canned.stack;
 });
 
-after(async () => {
-  await stack.close();
-  await replica.close();
-});
+after(() => canned.close());
 
 async function complete(id: string): Promise<number> {
   const res = await fetch(`${stack.url}/v1/chat/completions`, {

@@ -4,11 +4,11 @@
 // completion and cached tokens, and finish_reason. No other test pinned these fields for a JSON answer.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
-import { startCannedReplica, type CannedReplica } from './canned-replica.ts';
+import { ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
+import { startCannedStack } from './canned-replica.ts';
 
 let stack: TestStack;
-let replica: CannedReplica;
+let canned: Awaited<ReturnType<typeof startCannedStack>>;
 const BODY = JSON.stringify({
   id: 'cmpl-1', object: 'chat.completion', created: 1, model: 'llama-3.1-8b-instruct',
   choices: [{ index: 0, message: { role: 'assistant', content: 'a "usage":{ lookalike' }, finish_reason: 'length' }],
@@ -16,17 +16,11 @@ const BODY = JSON.stringify({
 });
 
 before(async () => {
-  replica = await startCannedReplica(() => BODY);
-  stack = await startStack({
-    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [] }],
-    externalReplicas: { '8b': [replica.url] },
-  });
+  canned = await startCannedStack(() => BODY);
+  stack = canned.stack;
 });
 
-after(async () => {
-  await stack.close();
-  await replica.close();
-});
+after(() => canned.close());
 
 test('a non-streaming 200 passes the body through unchanged and records the replica usage figures', async () => {
   const ids = ['json-usage-1', 'json-usage-2', 'json-usage-3'];
