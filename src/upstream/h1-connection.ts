@@ -44,14 +44,20 @@ const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
  * per-request work, a turn's requests reach a replica one at a time and wake it once each; written together,
  * they find it awake after the first. Measured on a loaded 2-core VM (`npm run bench -- ab`): gateway CPU per
  * JSON request 0.81x, per 16-token stream 0.84x, and the mocks' own CPU per request drops too.
- * Cost: a request made early in a busy turn waits for the rest of that turn's work (MAX_QUEUED_WRITES bounds how
- * many writes wait, not for how long); an idle gateway runs one request per turn, so the wait is the hop from
- * poll to check phase (a few µs). A request aborted before its write (same turn, no cap flush in between) is
+ * Cost: a request made early in a busy turn waits for the rest of that turn's work. The queue goes out at once
+ * when it holds MAX_QUEUED_WRITES or when a send() finds its oldest write MAX_QUEUED_MS old (a turn that
+ * tokenizes long prompts inline between dispatches); work after the turn's last send (relaying other streams)
+ * still delays it, by that work's length. An idle gateway runs one request per turn, so the wait is the hop from
+ * poll to check phase (a few µs). A request aborted before its write (same turn, no early flush in between) is
  * never written.
  */
 const WRITE_QUEUE: H1Connection[] = [];
 const MAX_QUEUED_WRITES = 64;
+/** A queued write older than this goes out with the next send() instead of waiting for the end of the turn. */
+const MAX_QUEUED_MS = 0.5;
 let flushScheduled = false;
+/** performance.now() when the oldest write in WRITE_QUEUE was queued. */
+let oldestQueuedAt = 0;
 
 function flushWrites(): void {
   flushScheduled = false;
@@ -133,10 +139,11 @@ export class H1Connection implements H1ResponseSink {
     this.exchange = exchange;
     this.headReceived = false;
     this.parser.reset();
-    this.sentAt = this.lastActivity = performance.now();
+    const now = performance.now();
+    this.sentAt = this.lastActivity = now;
     this.pendingWrite = request;
-    WRITE_QUEUE.push(this);
-    if (WRITE_QUEUE.length >= MAX_QUEUED_WRITES) {
+    if (WRITE_QUEUE.push(this) === 1) oldestQueuedAt = now;
+    if (WRITE_QUEUE.length >= MAX_QUEUED_WRITES || now - oldestQueuedAt >= MAX_QUEUED_MS) {
       flushWrites();
     } else if (!flushScheduled) {
       flushScheduled = true;

@@ -108,3 +108,57 @@ test('bytes a replica sends while a request is still queued for the write fail i
     child.kill('SIGKILL');
   }
 });
+
+test('a queued write waits at most about 0.5 ms for later dispatches of the same turn, not for the whole turn', async () => {
+  // Replica in another process; it records when each request arrives on the machine's monotonic clock
+  // (process.hrtime.bigint() is CLOCK_MONOTONIC, comparable across processes) and answers with that time.
+  const script = `
+    const net = require('net');
+    const srv = net.createServer((sock) => {
+      let buf = '';
+      sock.on('data', (d) => {
+        buf += d.toString('latin1');
+        for (;;) {
+          const end = buf.indexOf('\\r\\n\\r\\n');
+          if (end === -1) return;
+          const len = Number(/content-length: (\\d+)/i.exec(buf.slice(0, end))[1]);
+          if (buf.length < end + 4 + len) return;
+          buf = buf.slice(end + 4 + len);
+          const at = String(process.hrtime.bigint());
+          sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: ' + at.length + '\\r\\n\\r\\n' + at);
+        }
+      });
+      sock.on('error', () => {});
+    });
+    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));`;
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
+    const url = `http://127.0.0.1:${port}`;
+    const c = client({ connections_per_replica: 4 });
+    // Two warm connections, so neither request below waits for a connect.
+    const warm = [recorder(), recorder()];
+    warm.forEach((w, i) => c.dispatch(url, req(`{"warm":${i}}`), w.handler));
+    await Promise.all(warm.map((w) => w.done));
+
+    const spin = (ms: number): void => { const until = performance.now() + ms; while (performance.now() < until) { /* a long turn */ } };
+    const a = recorder();
+    const b = recorder();
+    let dispatchedA = 0n;
+    await new Promise<void>((resolve) => setTimeout(() => {
+      dispatchedA = process.hrtime.bigint();
+      c.dispatch(url, req('{"a":1}'), a.handler);
+      spin(30); // A's write is now 30 ms old
+      c.dispatch(url, req('{"b":1}'), b.handler); // this send() finds it old: both go out now
+      spin(120); // the rest of the turn
+      resolve();
+    }, 5));
+    const [ra, rb] = await Promise.all([a.done, b.done]);
+    assert.deepEqual([ra.error, rb.error], [null, null]);
+    const waitedMs = Number(BigInt(ra.body) - dispatchedA) / 1e6;
+    assert.ok(waitedMs >= 25 && waitedMs < 100, `request A reached the replica ${waitedMs.toFixed(1)} ms after its dispatch (30 ms with B's send, 150 at the turn's end)`);
+  } finally {
+    child.kill('SIGKILL');
+  }
+});
