@@ -5,7 +5,7 @@
 // later turn than the one after it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { OK, client, closeAll, recorder, req, scripted, sleep } from './scripted-upstream.ts';
+import { OK, client, closeAll, processReplica, recorder, req, scripted, sleep, spin } from './scripted-upstream.ts';
 
 after(closeAll);
 
@@ -66,99 +66,55 @@ test('a request made outside any I/O callback (from a timer) is written without 
 });
 
 test('bytes a replica sends while a request is still queued for the write fail it as reset, never become its answer', async () => {
-  // The replica is another process, so it can speak while this thread is busy: 60 ms after answering the first
-  // request it writes an unsolicited response on the idle keep-alive connection. The second request is
-  // dispatched 10 ms after the first answer, and this thread then stays busy for 250 ms, so the stray bytes are
-  // waiting in the socket when the poll phase comes, before the check phase that would have written request 2.
-  const script = `
-    const net = require('net');
-    const srv = net.createServer((sock) => {
-      let buf = '';
-      sock.on('data', (d) => {
-        buf += d.toString('latin1');
-        if (!buf.includes('\\r\\n\\r\\n') || !buf.endsWith('}')) return;
-        const first = buf.includes('"n":1');
-        buf = '';
-        sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 7\\r\\n\\r\\n{"n":1}');
-        if (first) setTimeout(() => sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 9\\r\\n\\r\\n{"stray"}'), 60);
-      });
-      sock.on('error', () => {});
-    });
-    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));`;
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  try {
-    const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
-    const url = `http://127.0.0.1:${port}`;
-    const c = client({ connections_per_replica: 1 });
-    const first = recorder();
-    c.dispatch(url, req('{"n":1}'), first.handler);
-    assert.deepEqual([(await first.done).body, first.result.error], ['{"n":1}', null]);
-    const second = recorder();
-    await new Promise<void>((resolve) => setTimeout(() => {
-      c.dispatch(url, req('{"n":2}'), second.handler);
-      const until = performance.now() + 250;
-      while (performance.now() < until) { /* hold the thread while the replica speaks out of turn */ }
-      resolve();
-    }, 10));
-    const res = await second.done;
-    assert.deepEqual([res.error, res.errorCode, res.body], ['reset', 'UPSTREAM_UNSOLICITED', ''], 'the stray response is not request 2\'s answer');
-    assert.equal(res.settled, 1);
-  } finally {
-    child.kill('SIGKILL');
-  }
+  // 60 ms after answering the first request the replica writes an unsolicited response on the idle keep-alive
+  // connection. The second request is dispatched 10 ms after the first answer, and this thread then stays busy
+  // for 250 ms, so the stray bytes are waiting in the socket when the poll phase comes, before the check phase
+  // that would have written request 2.
+  const { url } = await processReplica(`(req, sock, n) => {
+    sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 7\\r\\n\\r\\n{"n":1}');
+    if (n === 1) setTimeout(() => sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: 9\\r\\n\\r\\n{"stray"}'), 60);
+  }`);
+  const c = client({ connections_per_replica: 1 });
+  const first = recorder();
+  c.dispatch(url, req('{"n":1}'), first.handler);
+  assert.deepEqual([(await first.done).body, first.result.error], ['{"n":1}', null]);
+  const second = recorder();
+  await new Promise<void>((resolve) => setTimeout(() => {
+    c.dispatch(url, req('{"n":2}'), second.handler);
+    spin(250); // the replica speaks out of turn meanwhile
+    resolve();
+  }, 10));
+  const res = await second.done;
+  assert.deepEqual([res.error, res.errorCode, res.body], ['reset', 'UPSTREAM_UNSOLICITED', ''], 'the stray response is not request 2\'s answer');
+  assert.equal(res.settled, 1);
 });
 
 test('a queued write waits at most about 0.5 ms for later dispatches of the same turn, not for the whole turn', async () => {
-  // Replica in another process; it records when each request arrives on the machine's monotonic clock
-  // (process.hrtime.bigint() is CLOCK_MONOTONIC, comparable across processes) and answers with that time.
-  const script = `
-    const net = require('net');
-    const srv = net.createServer((sock) => {
-      let buf = '';
-      sock.on('data', (d) => {
-        buf += d.toString('latin1');
-        for (;;) {
-          const end = buf.indexOf('\\r\\n\\r\\n');
-          if (end === -1) return;
-          const len = Number(/content-length: (\\d+)/i.exec(buf.slice(0, end))[1]);
-          if (buf.length < end + 4 + len) return;
-          buf = buf.slice(end + 4 + len);
-          const at = String(process.hrtime.bigint());
-          sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: ' + at.length + '\\r\\n\\r\\n' + at);
-        }
-      });
-      sock.on('error', () => {});
-    });
-    srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));`;
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  try {
-    const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
-    const url = `http://127.0.0.1:${port}`;
-    const c = client({ connections_per_replica: 4 });
-    // Two warm connections, so neither request below waits for a connect.
-    const warm = [recorder(), recorder()];
-    warm.forEach((w, i) => c.dispatch(url, req(`{"warm":${i}}`), w.handler));
-    await Promise.all(warm.map((w) => w.done));
+  // The replica answers with the time each request arrived on the machine's monotonic clock
+  // (process.hrtime.bigint() is CLOCK_MONOTONIC, comparable across processes).
+  const { url } = await processReplica(`(req, sock) => {
+    const at = String(process.hrtime.bigint());
+    sock.write('HTTP/1.1 200 OK\\r\\ncontent-length: ' + at.length + '\\r\\n\\r\\n' + at);
+  }`);
+  const c = client({ connections_per_replica: 4 });
+  // Two warm connections, so neither request below waits for a connect.
+  const warm = [recorder(), recorder()];
+  warm.forEach((w, i) => c.dispatch(url, req(`{"warm":${i}}`), w.handler));
+  await Promise.all(warm.map((w) => w.done));
 
-    const spin = (ms: number): void => { const until = performance.now() + ms; while (performance.now() < until) { /* a long turn */ } };
-    const a = recorder();
-    const b = recorder();
-    let dispatchedA = 0n;
-    await new Promise<void>((resolve) => setTimeout(() => {
-      dispatchedA = process.hrtime.bigint();
-      c.dispatch(url, req('{"a":1}'), a.handler);
-      spin(30); // A's write is now 30 ms old
-      c.dispatch(url, req('{"b":1}'), b.handler); // this send() finds it old: both go out now
-      spin(120); // the rest of the turn
-      resolve();
-    }, 5));
-    const [ra, rb] = await Promise.all([a.done, b.done]);
-    assert.deepEqual([ra.error, rb.error], [null, null]);
-    const waitedMs = Number(BigInt(ra.body) - dispatchedA) / 1e6;
-    assert.ok(waitedMs >= 25 && waitedMs < 100, `request A reached the replica ${waitedMs.toFixed(1)} ms after its dispatch (30 ms with B's send, 150 at the turn's end)`);
-  } finally {
-    child.kill('SIGKILL');
-  }
+  const a = recorder();
+  const b = recorder();
+  let dispatchedA = 0n;
+  await new Promise<void>((resolve) => setTimeout(() => {
+    dispatchedA = process.hrtime.bigint();
+    c.dispatch(url, req('{"a":1}'), a.handler);
+    spin(30); // A's write is now 30 ms old
+    c.dispatch(url, req('{"b":1}'), b.handler); // this send() finds it old: both go out now
+    spin(120); // the rest of the turn
+    resolve();
+  }, 5));
+  const [ra, rb] = await Promise.all([a.done, b.done]);
+  assert.deepEqual([ra.error, rb.error], [null, null]);
+  const waitedMs = Number(BigInt(ra.body) - dispatchedA) / 1e6;
+  assert.ok(waitedMs >= 25 && waitedMs < 100, `request A reached the replica ${waitedMs.toFixed(1)} ms after its dispatch (30 ms with B's send, 150 at the turn's end)`);
 });

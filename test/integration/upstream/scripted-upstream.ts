@@ -140,3 +140,40 @@ export async function blackhole(): Promise<{ url: string }> {
   }
   return { url: `http://127.0.0.1:${port}` };
 }
+
+/**
+ * A scripted replica in another process, so it can speak while the test's thread is held busy. `respond` is the
+ * source of a function `(req, sock, n)` run there for each complete request (head and content-length body).
+ */
+export async function processReplica(respond: string): Promise<{ url: string }> {
+  const script = `
+    const respond = ${respond};
+    let n = 0;
+    require('net').createServer((sock) => {
+      let buf = '';
+      sock.on('error', () => {});
+      sock.on('data', (d) => {
+        buf += d.toString('latin1');
+        for (;;) {
+          const end = buf.indexOf('\\r\\n\\r\\n');
+          if (end === -1) return;
+          const len = Number((/content-length: (\\d+)/i.exec(buf.slice(0, end)) || [0, 0])[1]);
+          if (buf.length < end + 4 + len) return;
+          const req = buf.slice(0, end + 4 + len);
+          buf = buf.slice(end + 4 + len);
+          respond(req, sock, ++n);
+        }
+      });
+    }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  const port = await new Promise<number>((r) => child.stdout!.once('data', (d) => r(Number(String(d).trim()))));
+  return { url: `http://127.0.0.1:${port}` };
+}
+
+/** Holds this thread for `ms` (a long event-loop turn). */
+export function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) { /* busy on purpose */ }
+}
+
