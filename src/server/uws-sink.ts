@@ -12,6 +12,8 @@ const STATUS_LINES = new Map<number, string>([
   [503, '503 Service Unavailable'], [504, '504 Gateway Timeout'],
 ]);
 
+const NOOP = (): void => {};
+
 export function statusLine(status: number): string {
   return STATUS_LINES.get(status) ?? `${status} Status`;
 }
@@ -21,6 +23,7 @@ export class UwsSink implements ClientSink {
   started = false;
   ended = false;
   private drainCb: (() => void) | null = null;
+  private writableHooked = false;
   private readonly res: HttpResponse;
   /** Called once when the client disconnects before the response ended. */
   onClientAbort: (() => void) | null = null;
@@ -76,15 +79,26 @@ export class UwsSink implements ClientSink {
 
   onDrain(cb: () => void): void {
     if (this.aborted || this.ended) return;
-    const first = this.drainCb === null;
     this.drainCb = cb;
-    if (!first) return;
-    this.res.onWritable(() => {
-      const f = this.drainCb;
-      this.drainCb = null;
-      if (f !== null && !this.aborted && !this.ended) f();
-      return true;
-    });
+    // uWS keeps a writable handler for the rest of the response, so it is registered once.
+    if (!this.writableHooked) {
+      this.writableHooked = true;
+      this.res.onWritable(() => this.onWritable());
+    }
+  }
+
+  private onWritable(): boolean {
+    // uWS flushes its own backpressure buffer on a writable event only while no handler is registered; with
+    // one it expects the handler to write. Ours writes nothing (the replica's next bytes come later, or never
+    // if they were all relayed), so without this the bytes uWS already holds would wait for the next upstream
+    // read. An empty cork flushes them: uncork writes the buffer out (and keeps polling if it does not fit).
+    // Cost: one native call per writable event, and those come only to clients that fell behind.
+    if (this.aborted || this.ended) return true;
+    this.res.cork(NOOP);
+    const f = this.drainCb;
+    this.drainCb = null;
+    if (f !== null && !this.aborted && !this.ended) f();
+    return true;
   }
 
   cork(fn: () => void): void {
