@@ -36,8 +36,9 @@ export class ReplicaMetrics {
     this.maxTokensHist.observe(maxTokens);
   }
 
-  render(s: EngineStats): string {
-    const w = new PromWriter();
+  /** @param only the `name[]` restriction of the scrape (sample names), or null for the whole page. */
+  render(s: EngineStats, only: ReadonlySet<string> | null = null): string {
+    const w = new PromWriter(only);
     const L = this.labels;
     const c = this.createdSeconds;
     const one = (v: number): Series => [[L, v]];

@@ -210,3 +210,48 @@ void test('a replica that accepts connections but never answers is down after sc
   servers[0]!.hang = false;
   await waitFor(() => reg.isHealthy(slot), 3000, 'up again once it answers');
 });
+
+void test('the poller asks /metrics for only the series it reads, and gets the same figures as from the whole page', async (t) => {
+  const { servers, reg } = await setup(t, 1);
+  const slot = reg.slotOf('r0');
+  const row = new ReplicaRow();
+  assert.ok(reg.table.read(slot, row) && row.state === ROW_STATE.UP);
+  const asked = servers[0]!.metricsFilters[0]!;
+  for (const n of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:cache_config_info',
+    'vllm:lora_requests_info', 'vllm:prefix_cache_hits_total', 'process_start_time_seconds', 'vllm:prompt_tokens_created']) {
+    assert.ok(asked.includes(n), `asked for ${n}`);
+  }
+  assert.ok(servers[0]!.metricsFilters.every((f) => f.length === asked.length), 'every scrape is filtered');
+  // The figures of the full-page test above, from the restricted page.
+  assert.equal(row.running, 1);
+  assert.equal(row.kvUsage, 0.25);
+  assert.equal(row.numGpuBlocks, 27648);
+  assert.equal(row.maxLoras, 4);
+  assert.equal(row.processStartSeconds, 1762301190.5);
+  assert.deepEqual(reg.residentAdapters(slot), ['sql-lora', 'chat-lora']);
+});
+
+for (const [mode, what] of [['empty', 'answers the filter with an empty page (prometheus multiprocess mode)'], [404, 'rejects the query with a 404 (a proxy)']] as const) {
+  void test(`a replica that ${what} is scraped whole from then on, and never counted down for it`, async (t) => {
+    const server = await VllmPageServer.start();
+    server.nameFilter = mode;
+    server.knobs.running = 3;
+    const logs: Logged[] = [];
+    const reg = await ReplicaRegistry.start(config([{ id: 'r0', url: server.url }]), { log: (level, message) => logs.push({ level, message }) });
+    t.after(async () => {
+      await reg.close();
+      await server.close();
+    });
+    const slot = reg.slotOf('r0');
+    const row = new ReplicaRow();
+    assert.ok(reg.isHealthy(slot), 'up after the first (whole-page) scrape');
+    assert.ok(reg.table.read(slot, row) && row.running === 3 && row.kvUsage === 0.25);
+    server.knobs.running = 5;
+    await waitFor(() => reg.table.read(slot, row) && row.running === 5, 20 * INTERVAL_MS, 'running=5 to be scraped');
+    const filters = server.metricsFilters;
+    assert.ok(filters[0]!.length > 0, 'the first scrape was filtered');
+    assert.ok(filters.length >= 3 && filters.slice(1).every((f) => f.length === 0), 'every later scrape asks for the whole page');
+    assert.ok(logs.some((l) => l.level === 'warn' && l.message.includes('scraping its whole page')), JSON.stringify(logs));
+    assert.ok(reg.isHealthy(slot));
+  });
+}
