@@ -1,5 +1,4 @@
-// The poll loop: every scrape interval, GET /metrics (only the series the parser reads; see finish() for the
-// fallback to the whole page) and /health from each assigned replica over keep-alive
+// The poll loop: every scrape interval, GET /metrics and /health from each assigned replica over keep-alive
 // connections, parse, and write the replica's row into the shared table (the table's only writer).
 // Thread: poller worker (workers/replica-poller.worker.ts); also runnable on the main thread in tests and
 // benchmarks. Not on the request path. Cost at 64 replicas x 10 scrapes/s: native-bench/scenarios/registry.ts.
