@@ -55,27 +55,12 @@ export function labelText(labels: Record<string, string>): string {
 
 export class PromWriter {
   private out = '';
-  /** The family header not written yet: with a name filter it goes out only before a sample that passes. */
-  private pendingHeader = '';
-
-  /**
-   * @param only sample names to keep (prometheus_client's `?name[]=` restriction, which vLLM's /metrics
-   *   inherits from make_asgi_app); null keeps everything.
-   */
-  constructor(private readonly only: ReadonlySet<string> | null = null) {}
 
   header(name: string, help: string, type: 'gauge' | 'counter' | 'histogram'): void {
-    const text = `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
-    if (this.only === null) this.out += text;
-    else this.pendingHeader = text;
+    this.out += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
   }
 
   sample(name: string, labels: Record<string, string>, value: number): void {
-    if (this.only !== null) {
-      if (!this.only.has(name)) return;
-      this.out += this.pendingHeader;
-      this.pendingHeader = '';
-    }
     this.out += `${name}${labelText(labels)} ${goFloat(value)}\n`;
   }
 
@@ -94,10 +79,6 @@ export class PromWriter {
 
   /** `h.counts` are cumulative (counts[i] = observations <= buckets[i]). */
   histogram(name: string, help: string, labels: Record<string, string>, h: HistogramSnapshot, createdSeconds: number): void {
-    // A restricted scrape does not collect a family it names no sample of (prometheus_client skips the
-    // collector): no per-bucket label objects or number formatting for it.
-    const only = this.only;
-    if (only !== null && !only.has(`${name}_bucket`) && !only.has(`${name}_count`) && !only.has(`${name}_sum`) && !only.has(`${name}_created`)) return;
     this.header(name, help, 'histogram');
     for (let i = 0; i < h.buckets.length; i++) this.sample(`${name}_bucket`, { ...labels, le: goFloat(h.buckets[i]!) }, h.counts[i]!);
     this.sample(`${name}_bucket`, { ...labels, le: '+Inf' }, h.count);

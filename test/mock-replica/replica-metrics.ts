@@ -36,9 +36,8 @@ export class ReplicaMetrics {
     this.maxTokensHist.observe(maxTokens);
   }
 
-  /** @param only the `name[]` restriction of the scrape (sample names), or null for the whole page. */
-  render(s: EngineStats, only: ReadonlySet<string> | null = null): string {
-    const w = new PromWriter(only);
+  render(s: EngineStats): string {
+    const w = new PromWriter();
     const L = this.labels;
     const c = this.createdSeconds;
     const one = (v: number): Series => [[L, v]];

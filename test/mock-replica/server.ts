@@ -156,10 +156,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       case 'GET /version':
         return sendJson(res, 200, JSON.stringify({ version: VLLM_VERSION }));
       case 'GET /metrics': {
-        // prometheus_client (vLLM's /metrics app) keeps only the samples named by repeated `name[]` params.
-        const q = req.url!.indexOf('?');
-        const names = q < 0 ? [] : new URLSearchParams(req.url!.slice(q + 1)).getAll('name[]');
-        const text = metrics.render(engine.stats(), names.length > 0 ? new Set(names) : null);
+        const text = metrics.render(engine.stats());
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
         return;

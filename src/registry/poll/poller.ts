@@ -11,16 +11,10 @@ import { ReplicaTableWriter } from '../replica-table.ts';
 import { ROW_STATE } from '../replica-table-layout.ts';
 import { FAILURE_KIND, type FailureKind, type FromPoller, type PollerSettings, type ToPoller } from './protocol.ts';
 import { EVENT, ReplicaTracker } from './replica-tracker.ts';
-import { ParsedMetrics, parseVllmMetrics, SCRAPED_SAMPLES } from './vllm-metrics-parser.ts';
+import { ParsedMetrics, parseVllmMetrics } from './vllm-metrics-parser.ts';
 
 /** A /metrics page larger than this is not vLLM's (a real one is ~40 KB); the scrape fails. */
 const MAX_METRICS_BYTES = 8 * 1024 * 1024;
-
-/**
- * /metrics restricted to the samples the parser reads (prometheus_client's repeated `name[]` parameter). A
- * replica whose answer to it cannot be used falls back to the whole page (see finish()).
- */
-const FILTERED_METRICS_PATH = `/metrics?${SCRAPED_SAMPLES.map((n) => `name%5B%5D=${encodeURIComponent(n)}`).join('&')}`;
 
 /** One in-flight scrape of one replica: /metrics and /health in parallel. */
 class Scrape {
@@ -34,8 +28,6 @@ class Scrape {
   failureDetail = '';
   metricsReq: ClientRequest | null = null;
   healthReq: ClientRequest | null = null;
-  /** /metrics was asked with the name filter. */
-  filtered = false;
   /** Aborted because the slot was unassigned or reassigned: report nothing. */
   cancelled = false;
   /** The outcome has been applied; late socket events change nothing. */
@@ -61,8 +53,6 @@ interface Target {
   scrape: Scrape | null;
   scrapesStarted: number;
   lastHealthStatus: number;
-  /** Scrape with the name filter; cleared for good when the replica's answer to it is unusable. */
-  filterNames: boolean;
 }
 
 export class ReplicaPoller {
@@ -169,7 +159,6 @@ export class ReplicaPoller {
       scrape: null,
       scrapesStarted: 0,
       lastHealthStatus: 0,
-      filterNames: true,
     };
     // Scrape a new replica at once rather than up to one interval later: it enters rotation sooner.
     this.startScrape(this.targets[slot]!, Date.now());
@@ -199,8 +188,7 @@ export class ReplicaPoller {
     } else {
       s.healthReq = this.get(t, '/health', s, false);
     }
-    s.filtered = t.filterNames;
-    s.metricsReq = this.get(t, s.filtered ? FILTERED_METRICS_PATH : '/metrics', s, true);
+    s.metricsReq = this.get(t, '/metrics', s, true);
   }
 
   private get(t: Target, path: string, s: Scrape, keepBody: boolean): ClientRequest {
@@ -266,24 +254,8 @@ export class ReplicaPoller {
     const nowMs = Date.now();
     let events: number;
     let ok = false;
-    const healthy = s.healthStatus >= 200 && s.healthStatus < 300;
-    const answered = s.failure === null && s.metricsStatus === 200 && healthy;
-    const parsedOk = answered && parseVllmMetrics(s.metricsBody, this.parsed);
-    if (s.filtered && !parsedOk && s.failure === null && healthy && (answered || (s.metricsStatus >= 400 && s.metricsStatus < 500))) {
-      // The filtered scrape came back without the series, or refused: prometheus multiprocess mode (vLLM with
-      // --api-server-count > 1) registers no names, so the filter matches nothing; a proxy may reject the
-      // query. Neither says the replica is unwell: ask for the whole page from now on, at once.
-      t.filterNames = false;
-      s.metricsBody = '';
-      const message = `replica ${tracker.replicaId} (${tracker.url}) answered the name-filtered /metrics with ` +
-        `${answered ? 'none of the series' : `status ${s.metricsStatus}`}: scraping its whole page from now on`;
-      console.warn(`[registry] ${message}`);
-      this.post({ type: 'warn', slot: tracker.slot, assignId: tracker.assignId, message });
-      this.startScrape(t, nowMs);
-      return;
-    }
-    if (answered) {
-      if (parsedOk) {
+    if (s.failure === null && s.metricsStatus === 200 && s.healthStatus >= 200 && s.healthStatus < 300) {
+      if (parseVllmMetrics(s.metricsBody, this.parsed)) {
         events = tracker.onGood(this.parsed, nowMs, nowMs - s.startedAtMs);
         ok = true;
         // Half-open: a good scrape gives a replica that data-plane failures took out another chance.

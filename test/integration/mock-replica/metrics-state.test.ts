@@ -95,22 +95,3 @@ void test('promtool parses the exposition; its only findings are the lint rules 
     await replica.close();
   }
 });
-
-void test('?name[]= restricts /metrics to the named samples, as prometheus_client does for vLLM', async () => {
-  const replica = await startMockReplica({ profile: 'tiny', model: 'm' });
-  try {
-    const full = await (await fetch(`${replica.url}/metrics`)).text();
-    const q = ['vllm:num_requests_running', 'vllm:num_preemptions_total', 'vllm:prompt_tokens_created']
-      .map((n) => `name%5B%5D=${encodeURIComponent(n)}`).join('&');
-    const cut = await (await fetch(`${replica.url}/metrics?${q}`)).text();
-    assert.deepEqual([...parseMetrics(cut).keys()], [`vllm:num_requests_running${L}`, `vllm:num_preemptions_total${L}`, `vllm:prompt_tokens_created${L}`]);
-    assert.ok(cut.includes('# TYPE vllm:num_preemptions_total counter\n'));
-    assert.ok(!cut.includes('vllm:num_requests_waiting'));
-    assert.ok(cut.length * 10 < full.length, `${cut.length} bytes against ${full.length}`);
-    // An unknown name matches nothing; no filter is the whole page.
-    assert.equal(await (await fetch(`${replica.url}/metrics?name%5B%5D=nope`)).text(), '');
-    assert.equal((await (await fetch(`${replica.url}/metrics?other=1`)).text()).length, full.length);
-  } finally {
-    await replica.close();
-  }
-});

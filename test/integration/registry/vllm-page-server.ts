@@ -29,28 +29,6 @@ export function renderPage(k: PageKnobs): string {
       `vllm:lora_requests_info{max_lora="4",running_lora_adapters="${k.runningAdapters}",waiting_lora_adapters="${k.waitingAdapters}"}`);
 }
 
-/** The page cut to the samples named, each kept family with its # HELP / # TYPE lines (prometheus_client's restriction). */
-export function restrictPage(page: string, names: ReadonlySet<string>): string {
-  let out = '';
-  let header = '';
-  for (const line of page.split('\n')) {
-    if (line === '') continue;
-    if (line.startsWith('# HELP ')) {
-      header = `${line}\n`;
-      continue;
-    }
-    if (line.startsWith('#')) {
-      header += `${line}\n`;
-      continue;
-    }
-    const end = line.search(/[{ ]/);
-    if (!names.has(end < 0 ? line : line.slice(0, end))) continue;
-    out += `${header}${line}\n`;
-    header = '';
-  }
-  return out;
-}
-
 export class VllmPageServer {
   readonly knobs: PageKnobs = {
     running: 1, waiting: 0, kvUsage: 0.25, blockSize: 16, startSeconds: 1762301190.5, runningAdapters: 'sql-lora,chat-lora', waitingAdapters: '',
@@ -60,16 +38,8 @@ export class VllmPageServer {
   hang = false;
   /** Called before each /metrics page is rendered: lets a test change the figures on every scrape. */
   beforeRender: ((k: PageKnobs) => void) | null = null;
-  /** Requests answered, by path without the query (to see that the poller keeps scraping). */
+  /** Requests answered, by path (to see that the poller keeps scraping). */
   hits = new Map<string, number>();
-  /** The `name[]` values of each /metrics request, in order ([] for the whole page). */
-  metricsFilters: string[][] = [];
-  /**
-   * How a `name[]`-filtered /metrics is answered: 'filter' like prometheus_client (only those samples),
-   * 'empty' like its multiprocess mode (no names registered, so nothing matches), or a status (a proxy that
-   * rejects the query).
-   */
-  nameFilter: 'filter' | 'empty' | number = 'filter';
   private server: Server | null = null;
   private cachedKey = '';
   private cachedPage = '';
@@ -87,22 +57,13 @@ export class VllmPageServer {
 
   async listen(port: number): Promise<void> {
     const server = createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      const path = url.pathname;
+      const path = req.url ?? '/';
       this.hits.set(path, (this.hits.get(path) ?? 0) + 1);
       if (this.hang) return;
       if (path === '/metrics') {
-        const names = url.searchParams.getAll('name[]');
-        this.metricsFilters.push(names);
-        if (names.length > 0 && typeof this.nameFilter === 'number') {
-          res.writeHead(this.nameFilter);
-          res.end();
-          return;
-        }
         this.beforeRender?.(this.knobs);
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
-        if (names.length === 0) res.end(this.page());
-        else res.end(this.nameFilter === 'empty' ? '' : restrictPage(this.page(), new Set(names)));
+        res.end(this.page());
       } else if (path === '/health') {
         res.writeHead(this.healthStatus);
         res.end();

@@ -1,7 +1,7 @@
 // Float and label formatting of the mock's /metrics, checked against what Python's prometheus_client prints.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { goFloat, labelText, PromWriter, pyRepr } from '../../mock-replica/prom-text.ts';
+import { goFloat, labelText, pyRepr } from '../../mock-replica/prom-text.ts';
 
 void test('pyRepr matches Python repr(float)', () => {
   const cases: Array<[number, string]> = [
@@ -24,23 +24,4 @@ void test('labels are sorted by name and values escaped', () => {
   assert.equal(labelText({ model_name: 'm', le: '0.1', engine: '0' }), '{engine="0",le="0.1",model_name="m"}');
   assert.equal(labelText({ a: 'x"y\\z\n' }), '{a="x\\"y\\\\z\\n"}');
   assert.equal(labelText({}), '');
-});
-
-void test('a name[] restriction keeps the named samples and their family headers, as prometheus_client does', () => {
-  const write = (w: PromWriter): string => {
-    w.gauge('vllm:num_requests_running', 'Running.', [[{ engine: '0' }, 2]]);
-    w.counter('vllm:num_preemptions', 'Preemptions.', [[{ engine: '0' }, 5]], 1762300000);
-    w.histogram('vllm:e2e_request_latency_seconds', 'E2E.', { engine: '0' }, { buckets: [0.3], counts: [1], count: 1, sum: 0.2 }, 1762300000);
-    return w.text();
-  };
-  const only = write(new PromWriter(new Set(['vllm:num_preemptions_total', 'vllm:num_requests_running', 'vllm:e2e_request_latency_seconds_count'])));
-  assert.equal(only, [
-    '# HELP vllm:num_requests_running Running.', '# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running{engine="0"} 2.0',
-    '# HELP vllm:num_preemptions_total Preemptions.', '# TYPE vllm:num_preemptions_total counter', 'vllm:num_preemptions_total{engine="0"} 5.0',
-    '# HELP vllm:e2e_request_latency_seconds E2E.', '# TYPE vllm:e2e_request_latency_seconds histogram', 'vllm:e2e_request_latency_seconds_count{engine="0"} 1.0',
-    '',
-  ].join('\n'));
-  const all = write(new PromWriter());
-  assert.ok(all.includes('vllm:num_preemptions_created{engine="0"} 1.7623e+09') && all.includes('le="+Inf"'));
-  assert.equal(write(new PromWriter(new Set(['nothing_by_this_name']))), '');
 });
