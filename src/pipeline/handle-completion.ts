@@ -184,7 +184,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     ctx.slot = routed.slot;
     ctx.replicaId = routed.replicaId;
     svc.metrics?.routed(svc.router.policy.name, routed.replicaId);
-    const headers = svc.cfg.expose_route_header ? [...baseHeaders, ['x-gateway-route', svc.router.header(routed.slot, routeReq)] as const] : baseHeaders;
+    const headers = svc.cfg.expose_route_header ? [...baseHeaders, ['x-gateway-route', svc.router.header(routeReq, routed.decision)] as const] : baseHeaders;
     const entry = svc.registry.ledger.dispatch(routed.slot, promptTokens, maxTokens * parsed.n, pool.block_size);
     ctx.ledgerEntry = entry;
     ctx.phase = 'upstream_wait';

@@ -12,7 +12,7 @@ import type { GatewayConfig } from '../config/schema.ts';
 import { InflightLedger } from './inflight-ledger.ts';
 import type { FromPoller, PollerSettings, PollerWorkerData, ToPoller } from './poll/protocol.ts';
 import { ReplicaSet, type ReplicaInfo } from './replica-set.ts';
-import { ReplicaTable } from './replica-table.ts';
+import { ReplicaTable, type ReplicaRow } from './replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from './replica-table-layout.ts';
 
 export type { ReplicaInfo } from './replica-set.ts';
@@ -97,6 +97,17 @@ export class ReplicaRegistry {
     const assignId = this.set.assignIds[slot]!;
     return assignId !== 0 && this.table.assignId(slot) === assignId && this.table.state(slot) === ROW_STATE.UP &&
       this.table.dataPlaneFailures(slot) < this.dataPlaneDownAfter;
+  }
+
+  /** The slot's last scraped row, seqlock-consistent, when it is this member's (not a previous occupant's). */
+  readRow(slot: number, out: ReplicaRow): boolean {
+    const assignId = this.set.assignIds[slot]!;
+    return assignId !== 0 && this.table.read(slot, out) && out.assignId === assignId;
+  }
+
+  /** Rows are stamped with Date.now() by the poller. */
+  nowMs(): number {
+    return Date.now();
   }
 
   /** The replica's block_size differs from its pool's: do not use prefix-cache affinity for it. */

@@ -1,16 +1,17 @@
 // Routing: filter the pool's members (healthy, not draining, not already tried, hosting the adapter), then let
 // the configured policy pick. Adapter filter: replicas where the adapter is resident (scraped) win when any
-// is; otherwise every replica configured to host it. Thread: main. No I/O, no await.
+// is; otherwise every replica configured to host it. Feedback from the pipeline is forwarded to the policy.
+// Thread: the acceptor. No I/O, no await.
 import type { GatewayConfig } from '../config/schema.ts';
-import type { FleetView, RouteRequest, RoutingPolicy } from './types.ts';
+import { Decision, type FleetView, type RouteRequest, type RoutingFeedback, type RoutingPolicy } from './types.ts';
 import { RoundRobinPolicy } from './policies/round-robin.ts';
 import { LeastOutstandingTokensPolicy } from './policies/least-outstanding-tokens.ts';
 
 export type RouteResult =
-  | { ok: true; slot: number; replicaId: string }
+  | { ok: true; slot: number; replicaId: string; decision: Decision }
   | { ok: false; reason: 'no_healthy_replica' | 'all_tried' };
 
-export function createPolicy(cfg: GatewayConfig['routing']): RoutingPolicy {
+export function createPolicy(cfg: GatewayConfig['routing']): RoutingPolicy & RoutingFeedback {
   switch (cfg.policy) {
     case 'round-robin': return new RoundRobinPolicy();
     case 'least-outstanding-tokens': return new LeastOutstandingTokensPolicy();
@@ -18,17 +19,18 @@ export function createPolicy(cfg: GatewayConfig['routing']): RoutingPolicy {
 }
 
 export class Router {
-  readonly policy: RoutingPolicy;
+  readonly policy: RoutingPolicy & RoutingFeedback;
   private readonly fleet: FleetView;
   /** Reused across calls: route() is synchronous, so one scratch array per router is safe. */
   private readonly eligible: number[] = [];
   private readonly resident: number[] = [];
 
-  constructor(policy: RoutingPolicy, fleet: FleetView) {
+  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView) {
     this.policy = policy;
     this.fleet = fleet;
   }
 
+  /** Routes one request. The Decision is fresh per call (≈ 80 B): the pipeline keeps it for the feedback hooks. */
   route(req: RouteRequest): RouteResult {
     const fleet = this.fleet;
     const members = fleet.candidates(req.poolId);
@@ -50,16 +52,37 @@ export class Router {
     }
     if (eligible.length === 0) return { ok: false, reason: healthy === 0 ? 'no_healthy_replica' : 'all_tried' };
     const pool = resident.length > 0 ? resident : eligible;
-    const slot = this.policy.pick(req, pool, fleet);
+    const d = new Decision();
+    d.promptBlocks = req.blockHashes.length;
+    const slot = this.policy.pick(req, pool, fleet, d);
     if (slot < 0) return { ok: false, reason: 'no_healthy_replica' };
-    // A plain two-field object: V8 allocates it in one go (≈ 40 B). An earlier version carried the header as
-    // a getter, whose closure and accessor object cost ≈ 0.8 KB per request.
-    return { ok: true, slot, replicaId: fleet.replica(slot).id };
+    d.slot = slot;
+    return { ok: true, slot, replicaId: fleet.replica(slot).id, decision: d };
+  }
+
+  dispatched(req: RouteRequest, d: Decision): void {
+    this.policy.dispatched?.(d.slot, req, d);
+  }
+
+  firstToken(req: RouteRequest, d: Decision, ttftMs: number): void {
+    this.policy.firstToken?.(d.slot, req, d, ttftMs);
+  }
+
+  finished(req: RouteRequest, d: Decision, cachedTokens: number | null, replyHashes: Float64Array | null): void {
+    this.policy.finished?.(d.slot, req, d, cachedTokens, replyHashes);
+  }
+
+  replicaReset(slot: number): void {
+    this.policy.replicaReset?.(slot);
   }
 
   /** The x-gateway-route value for a routed request: built only where expose_route_header asks for it. */
-  header(slot: number, req: RouteRequest): string {
+  header(req: RouteRequest, d: Decision): string {
     const policy = this.policy;
-    return `replica=${this.fleet.replica(slot).id}; policy=${policy.name}; prompt_tokens=${req.promptTokens}; blocks=${req.blockHashes.length}${policy.describe(slot, req, this.fleet)}`;
+    let h = `replica=${this.fleet.replica(d.slot).id}; policy=${policy.name}; cached_blocks=${d.cachedBlocks}; prompt_blocks=${d.promptBlocks}; prompt_tokens=${req.promptTokens}`;
+    if (!Number.isNaN(d.predictedTtftMs)) h += `; predicted_ttft_ms=${Math.round(d.predictedTtftMs)}`;
+    if (!Number.isNaN(d.kvAfter)) h += `; kv_after=${d.kvAfter.toFixed(2)}`;
+    h += `; why=${d.why}`;
+    return h + policy.describe(d.slot, req, this.fleet);
   }
 }

@@ -1,6 +1,10 @@
-// The router's contracts: what it reads about the fleet, what a policy is, what a decision carries.
-// Thread: main. The router does no I/O and has no await: a decision is a pure function of these reads.
+// The router's contracts: what it reads about the fleet, what a policy is, what a decision carries, and the
+// feedback the pipeline (or the fleet simulator) gives it as a request moves on. The gateway implements
+// FleetView with the replica registry; the simulator implements it over simulated scrapes of mock engines in
+// virtual time, so every policy runs unchanged in both.
+// Thread: the acceptor. A decision does no I/O and has no await: a pure function of these reads.
 import type { InflightLedger } from '../registry/inflight-ledger.ts';
+import type { ReplicaRow } from '../registry/replica-table.ts';
 
 /** The read side of the replica registry that routing needs (ReplicaRegistry implements it). */
 export interface FleetView {
@@ -9,6 +13,15 @@ export interface FleetView {
   replica(slot: number): { readonly id: string; readonly draining: boolean; readonly adapters: readonly string[] | null };
   residentAdapters(slot: number): readonly string[];
   readonly ledger: InflightLedger;
+  /**
+   * Copies the slot's last scraped row (seqlock-consistent) into `out`, which the caller owns and reuses.
+   * False when no consistent row of this member could be read: treat its load as unknown.
+   */
+  readRow(slot: number, out: ReplicaRow): boolean;
+  /** The replica's block size differs from its pool's: its prefix-cache overlap must not be used. */
+  prefixAffinityOff(slot: number): boolean;
+  /** Milliseconds on the clock that rows' scrape stamps use (Date.now() live; virtual in the simulator). */
+  nowMs(): number;
 }
 
 export interface RouteRequest {
@@ -16,15 +29,71 @@ export interface RouteRequest {
   adapter: string | null;
   promptTokens: number;
   maxTokens: number;
+  /** Chained 16-token block hashes of the prompt (adapter keyed in), block 0 first. */
   blockHashes: Float64Array;
   /** Slots already tried by earlier attempts of this request. */
   excluded: readonly number[];
 }
 
-/** A routing policy picks one slot among eligible candidates (already filtered), or -1. */
+/** Why a policy chose its replica, for the route header and the decisions metric. */
+export type RouteWhy = 'prefix' | 'cold' | 'load-bound' | 'headroom' | 'adapter' | 'policy';
+
+/**
+ * A policy's verdict on one request. Written by the policy into a Decision the caller owns (fields only, no
+ * methods, so the pipeline can keep the figures it needs by copying numbers).
+ */
+export class Decision {
+  slot = -1;
+  /** Blocks of the prompt the router believes the chosen replica holds (0 for policies that do not look). */
+  cachedBlocks = 0;
+  promptBlocks = 0;
+  /** Predicted time to first token on the chosen replica, ms; NaN when the policy does not predict. */
+  predictedTtftMs = Number.NaN;
+  /** Predicted KV use of the chosen replica once this request holds its blocks, 0..1; NaN when unknown. */
+  kvAfter = Number.NaN;
+  why: RouteWhy = 'policy';
+  /**
+   * The chosen replica can take the request without crossing its KV headroom or connection cap. False means
+   * the policy picked the least bad replica of a full pool: admission control queues such a request.
+   */
+  fits = true;
+
+  reset(): void {
+    this.slot = -1;
+    this.cachedBlocks = 0;
+    this.promptBlocks = 0;
+    this.predictedTtftMs = Number.NaN;
+    this.kvAfter = Number.NaN;
+    this.why = 'policy';
+    this.fits = true;
+  }
+}
+
+/** A routing policy picks one slot among eligible candidates (already filtered) and says why. */
 export interface RoutingPolicy {
   readonly name: string;
-  pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView): number;
-  /** `; key=value` figures of the last pick for the x-gateway-route header. */
+  /** Fills `out` (already reset, promptBlocks set); returns out.slot, -1 when none of `eligible` will do. */
+  pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number;
+  /** Extra `; key=value` figures for the x-gateway-route header beyond the Decision's own. */
   describe(slot: number, req: RouteRequest, fleet: FleetView): string;
+}
+
+/**
+ * What happens to a dispatched request, reported back so that stateful policies learn (prefix index, learned
+ * prefill rates). Every hook is optional for a policy; the Router forwards each to the policy when present.
+ * The pipeline calls them in this order, each at most once per attempt: dispatched → firstToken → finished.
+ */
+export interface RoutingFeedback {
+  /** The request was sent to `slot` as decided (the index learns its prompt blocks there). */
+  dispatched?(slot: number, req: RouteRequest, d: Decision): void;
+  /** First token seen after `ttftMs` (from dispatch) on `slot`. */
+  firstToken?(slot: number, req: RouteRequest, d: Decision, ttftMs: number): void;
+  /**
+   * The attempt ended. `cachedTokens` is what the replica reported (null when it did not say); `replyHashes`
+   * are block hashes continuing the prompt's chain over the reply (null when not computed), which the replica
+   * now holds in its prefix cache, as vLLM caches a finished sequence's blocks.
+   */
+  finished?(slot: number, req: RouteRequest, d: Decision, cachedTokens: number | null, replyHashes: Float64Array | null): void;
+  /** The replica restarted (its cache is empty) or left the fleet: forget what it held. */
+  replicaReset?(slot: number): void;
 }

@@ -4,13 +4,13 @@
 // go to fewer requests in flight, then rotate. A baseline: it ignores prefix-cache overlap and KV pressure.
 // Thread: main. Hot path: O(eligible) Atomics.load reads, no allocation.
 import { LEDGER_INFLIGHT, LEDGER_OUTSTANDING_TOKENS } from '../../registry/inflight-ledger.ts';
-import type { FleetView, RouteRequest, RoutingPolicy } from '../types.ts';
+import type { Decision, FleetView, RouteRequest, RoutingPolicy } from '../types.ts';
 
 export class LeastOutstandingTokensPolicy implements RoutingPolicy {
   readonly name = 'least-outstanding-tokens';
   private rotate = 0;
 
-  pick(_req: RouteRequest, eligible: readonly number[], fleet: FleetView): number {
+  pick(_req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
     const n = eligible.length;
     if (n === 0) return -1;
     const ledger = fleet.ledger;
@@ -29,6 +29,7 @@ export class LeastOutstandingTokensPolicy implements RoutingPolicy {
       }
     }
     if (this.rotate > 1_000_000_007) this.rotate = 0;
+    out.slot = best;
     return best;
   }
 

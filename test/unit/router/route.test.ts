@@ -36,6 +36,18 @@ class TestFleet implements FleetView {
   residentAdapters(slot: number): readonly string[] {
     return this.specs[slot]!.resident ?? [];
   }
+
+  readRow(): boolean {
+    return false;
+  }
+
+  prefixAffinityOff(): boolean {
+    return false;
+  }
+
+  nowMs(): number {
+    return 0;
+  }
 }
 
 const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({
@@ -87,8 +99,9 @@ test('least-outstanding-tokens picks the replica with the least work in the ledg
   const r = req();
   const res = router.route(r);
   assert.ok(res.ok);
-  const header = router.header(res.slot, r);
+  const header = router.header(r, res.decision);
   assert.match(header, /^replica=b; policy=least-outstanding-tokens(; [a-z_]+=[^;]+)*$/);
+  assert.ok(header.includes('; why=policy'), header);
   assert.ok(header.includes('; outstanding_tokens=150; inflight=1'), header);
 });
 
@@ -208,5 +221,5 @@ test('createPolicy builds each configured baseline, and the route header names t
   const res = router.route(r);
   assert.ok(res.ok);
   assert.deepEqual([res.slot, res.replicaId], [0, 'a']);
-  assert.match(router.header(res.slot, r), /^replica=a; policy=round-robin(; [a-z_]+=[^;]+)*$/, 'replica first, then `; key=value` figures');
+  assert.match(router.header(r, res.decision), /^replica=a; policy=round-robin(; [a-z_]+=[^;]+)*$/, 'replica first, then `; key=value` figures');
 });
