@@ -10,11 +10,15 @@ export const LEDGER_RUNNING = 2; //          requests past their first token (de
 export const LEDGER_OUTSTANDING_TOKENS = 3; // prompt tokens not yet prefilled + output tokens not yet generated (max_tokens based)
 export const LEDGER_RESERVED_BLOCKS = 4; //  KV blocks the gateway expects these requests to hold at their peak
 export const LEDGER_OUTPUT_TOKENS = 5; //    output tokens relayed so far by in-flight requests
-export const LEDGER_FIELDS = 6;
+/** KV blocks ever reserved by dispatches here: a wrapping Int32 counter, compared by difference (`| 0`) so a
+ * reader can tell how many blocks were dispatched since it last looked (e.g. since a scrape). Never decremented. */
+export const LEDGER_DISPATCHED_BLOCKS = 6;
+export const LEDGER_FIELDS = 7;
 
 /** What the pipeline remembers about one dispatch so that every later update undoes exactly what it did. */
 export interface LedgerEntry {
   slot: number;
+  /** Prompt tokens the replica must prefill (the prompt less what its prefix cache is predicted to hold). */
   promptTokens: number;
   maxTokens: number;
   blocks: number;
@@ -40,14 +44,20 @@ export class InflightLedger {
     return Atomics.load(this.cells, slot * LEDGER_FIELDS + field);
   }
 
-  dispatch(slot: number, promptTokens: number, maxTokens: number, blockSize: number): LedgerEntry {
+  /**
+   * A request sent to `slot`. Its KV reservation covers the whole prompt plus maxTokens (cached blocks are held
+   * too); its prefill work is `uncachedPromptTokens` (default: the whole prompt).
+   */
+  dispatch(slot: number, promptTokens: number, maxTokens: number, blockSize: number, uncachedPromptTokens = promptTokens): LedgerEntry {
     const base = slot * LEDGER_FIELDS;
     const blocks = Math.ceil((promptTokens + maxTokens) / blockSize);
+    const prefill = uncachedPromptTokens;
     Atomics.add(this.cells, base + LEDGER_INFLIGHT, 1);
-    Atomics.add(this.cells, base + LEDGER_PREFILL_TOKENS, promptTokens);
-    Atomics.add(this.cells, base + LEDGER_OUTSTANDING_TOKENS, promptTokens + maxTokens);
+    Atomics.add(this.cells, base + LEDGER_PREFILL_TOKENS, prefill);
+    Atomics.add(this.cells, base + LEDGER_OUTSTANDING_TOKENS, prefill + maxTokens);
     Atomics.add(this.cells, base + LEDGER_RESERVED_BLOCKS, blocks);
-    return { slot, promptTokens, maxTokens, blocks, outputTokens: 0, firstTokenSeen: false, ended: false };
+    Atomics.add(this.cells, base + LEDGER_DISPATCHED_BLOCKS, blocks);
+    return { slot, promptTokens: prefill, maxTokens, blocks, outputTokens: 0, firstTokenSeen: false, ended: false };
   }
 
   firstToken(e: LedgerEntry): void {

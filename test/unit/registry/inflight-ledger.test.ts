@@ -2,12 +2,30 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   InflightLedger, LEDGER_INFLIGHT, LEDGER_OUTSTANDING_TOKENS, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS,
-  LEDGER_RUNNING, LEDGER_OUTPUT_TOKENS, LEDGER_FIELDS,
+  LEDGER_RUNNING, LEDGER_OUTPUT_TOKENS, LEDGER_DISPATCHED_BLOCKS,
 } from '../../../src/registry/inflight-ledger.ts';
 
+/** The in-flight fields (every field but the cumulative dispatched-blocks counter). */
 function all(l: InflightLedger, slot: number): number[] {
-  return Array.from({ length: LEDGER_FIELDS }, (_, f) => l.get(slot, f));
+  return Array.from({ length: LEDGER_DISPATCHED_BLOCKS }, (_, f) => l.get(slot, f));
 }
+
+void test('a dispatch with a predicted cache hit charges only the uncached prompt as prefill work, the whole sequence as KV', () => {
+  const l = new InflightLedger(2);
+  const e = l.dispatch(1, 1600, 400, 16, 100);
+  assert.equal(l.get(1, LEDGER_PREFILL_TOKENS), 100);
+  assert.equal(l.get(1, LEDGER_OUTSTANDING_TOKENS), 500);
+  assert.equal(l.get(1, LEDGER_RESERVED_BLOCKS), 125);
+  assert.equal(l.get(1, LEDGER_DISPATCHED_BLOCKS), 125);
+  l.firstToken(e);
+  assert.equal(l.get(1, LEDGER_PREFILL_TOKENS), 0);
+  assert.equal(l.get(1, LEDGER_OUTSTANDING_TOKENS), 400);
+  l.end(e);
+  assert.deepEqual(all(l, 1), [0, 0, 0, 0, 0, 0]);
+  assert.equal(l.get(1, LEDGER_DISPATCHED_BLOCKS), 125, 'the cumulative counter only grows');
+  l.dispatch(1, 16, 16, 16);
+  assert.equal(l.get(1, LEDGER_DISPATCHED_BLOCKS), 127);
+});
 
 void test('a request moves through prefill, decode and end and leaves the slot at zero', () => {
   const l = new InflightLedger(4);
