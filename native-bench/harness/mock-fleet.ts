@@ -1,7 +1,7 @@
 // Mock vLLM replicas for end-to-end benchmarks, each in its own process (`npm run mock`'s entry,
 // test/mock-replica/cli.ts), on free loopback ports, ready when GET /health answers 200.
 // Thread: bench main thread. Not on a hot path. The bench talks to the mock through its CLI flags only
-// (see ../shared/contract.md), so it does not depend on the mock's internals.
+// (the flags in test/mock-replica/README.md), so it does not depend on the mock's internals.
 import { join } from 'node:path';
 import { freePort, spawnTsx, waitForHttp } from './processes.ts';
 import type { Proc } from './processes.ts';

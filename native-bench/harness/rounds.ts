@@ -34,8 +34,8 @@ export async function runRounds(targets: readonly BenchTarget[], noiseTarget: Be
   specFor: LoadFor, label: string): Promise<RoundsOutcome> {
   const load = (t: BenchTarget): Promise<LoadResult> => runLoad({ ...specFor(t), origins: t.origins });
   // One unmeasured pass per target first (a third of a run, at least 1,000 requests): a gateway's first
-  // thousands of requests in a mode run while V8 is still compiling its hot paths, which used to land in the
-  // noise pair (read as a 30-60 % noise floor) or in the first round.
+  // thousands of requests in a mode run while V8 is still compiling its hot paths, which would otherwise land
+  // in the noise pair (reading as a 30-60 % noise floor) or in the first round.
   for (const t of targets.includes(noiseTarget) ? targets : [noiseTarget, ...targets]) {
     const spec = specFor(t);
     await runLoad({ ...spec, origins: t.origins, requests: Math.max(1000, Math.ceil(spec.requests / 3)) });

@@ -1,7 +1,7 @@
 // A/B scenario: is the working tree's gateway faster or slower than a base git ref's, on the same machine,
 // in the same minutes? Base and head gateways run side by side in front of the same zero-delay-ish mock
 // replicas (profile tiny, smallest time scale); an unmeasured warm-up run of each side, then a head-vs-head noise run, then alternating rounds.
-// Reports head/base ratios of req/s, TTFB and gateway CPU per request (style guide §4.14, uWS compare.js).
+// Reports head/base ratios of req/s, TTFB and gateway CPU per request (uWS compare.js).
 // The base tree is extracted with `git archive` into a temp dir (no change to the repo, its index or worktrees)
 // and shares this checkout's node_modules. Thread: bench main thread; every process is its own.
 import { execFileSync } from 'node:child_process';

@@ -4,7 +4,7 @@
 // bucket ratio and histogram_quantile only interpolates between points we picked on purpose.
 // Cost: each boundary is one more series per label set; ~12-18 boundaries keep a histogram under 20 series.
 
-/** TTFT: SLA p50 < 180 ms and p99 < 400 ms (design §SLA); 0.18 and 0.4 are boundaries; tail to 30 s for long queues. */
+/** TTFT: SLA p50 < 180 ms and p99 < 400 ms; 0.18 and 0.4 are boundaries; tail to 30 s for long queues. */
 export const TTFT_BUCKETS_SECONDS = [
   0.025, 0.05, 0.075, 0.1, 0.15, 0.18, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1, 2, 5, 10, 30,
 ] as const;

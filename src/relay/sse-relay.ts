@@ -20,8 +20,8 @@ const FINISH = Buffer.from('"finish_reason":"');
 const EVENT_END = Buffer.from('\n\n');
 /**
  * How vLLM ends every chat token chunk that is neither the finish chunk nor the usage chunk
- * (reference/vllm-facts.md: `..."logprobs":null,"finish_reason":null}]}`). An event ending so carries no usage
- * and no finish reason, so the two searches for them are skipped.
+ * (docs/vllm-facts.md "Wire format": `..."logprobs":null,"finish_reason":null}]}`). An event ending so carries
+ * no usage and no finish reason, so the two searches for them are skipped.
  */
 const PLAIN_TOKEN_TAIL = Buffer.from('"finish_reason":null}]}\n\n');
 /** Largest single SSE event accepted from a replica (a token chunk is ~200 bytes; a usage chunk ~300). */

@@ -2,7 +2,7 @@
 // Thread: any; each thread calls `await initBlockHasher()` once at setup (hash-wasm instantiates WASM
 // asynchronously), then blockHashes() is synchronous. Hot path: one xxhash64 call per full block.
 //
-// Strategy (vLLM's hash_block_tokens, reference/vllm-facts.md §5.1): block i's hash covers
+// Strategy (vLLM's hash_block_tokens, docs/vllm-facts.md "Prefix-cache block hashing"): block i's hash covers
 //   parent (block i-1's hash, or ROOT_PARENT for block 0) || the block's token ids || extra key
 // so equal hashes mean equal prefixes up to that block; only FULL blocks are hashed (a trailing partial
 // block never is). The extra key is the LoRA adapter name (vLLM's lora_keys), hashed once per call to 8

@@ -4,12 +4,12 @@
 // work (src/tokenize/README.md). Here a segment is first looked up by a 32-bit fingerprint of its length, its
 // first and last 128 characters and ≈ 256 characters sampled evenly in between (every character of a text up
 // to 512), ≈ 0.3 µs. The entry keeps its text and a hit needs `===` on the whole of it (a memcmp, ≈ 20× cheaper
-// than the hash), so a hit is exact as before.
+// than the hash), so a hit is exact.
 //
 // Texts whose fingerprints collide differ only where the sample does not look, which is common: one template
 // with a per-user id in the middle gives every user the same fingerprint. The first such text takes the
-// fingerprint's slot; the others are kept under their full text as the key, which is the old keying and
-// costs the full hash again, only for them. Both kinds of key live in one ByteLru, so one byte budget and one
+// fingerprint's slot; the others are kept under their full text as the key, as a text-keyed Map would keep
+// them, and cost the full string hash again, only for them. Both kinds of key live in one ByteLru, so one byte budget and one
 // recency order cover both, and nothing is dropped for colliding that a text-keyed Map would have kept.
 // The fingerprint is seeded per process: V8 hashes number keys without a seed, so a fingerprint that clients
 // could compute would let them aim many segments at one Map bucket. Full-text keys use V8's seeded string hash.

@@ -1,5 +1,5 @@
 // The usage record: one per completion request that authenticated as a tenant, whatever its outcome.
-// Field names are the contract's (../shared/contract.md "Usage records"). Thread: main.
+// Field names are part of the external interface (listed in README): consumers read them. Thread: main.
 export interface UsageRecord {
   request_id: string;
   tenant: string;

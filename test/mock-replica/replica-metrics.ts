@@ -1,5 +1,5 @@
-// The mock's /metrics: vLLM V1 PrometheusStatLogger names, labels and help texts (reference/vllm-facts.md
-// §3), rendered at scrape time from engine.stats() (whose histograms are observed from the same step
+// The mock's /metrics: vLLM V1 PrometheusStatLogger names, labels and help texts (docs/vllm-facts.md
+// "Metrics"), rendered at scrape time from engine.stats() (whose histograms are observed from the same step
 // timestamps that drive the SSE frames) plus request_params_max_tokens, which only the HTTP layer knows.
 // `legacyMetrics` adds the pre-v0.12 names (gpu_* and time_per_output_token). Thread: main (mock process).
 // observeMaxTokens is per request; render is per scrape.

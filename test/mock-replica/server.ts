@@ -27,7 +27,7 @@ export interface MockReplica {
 }
 
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
-/** uvicorn's TIMEOUT_KEEP_ALIVE: idle connections close after 5 s (vllm-facts §1.1). */
+/** uvicorn's TIMEOUT_KEEP_ALIVE: idle connections close after 5 s (docs/vllm-facts.md "Wire format"). */
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
 const VLLM_VERSION = '0.11.0';
 

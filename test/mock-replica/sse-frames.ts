@@ -1,4 +1,4 @@
-// Byte-exact vLLM response bodies: SSE chunks for chat and completions (reference/vllm-facts.md §1.2-§1.5)
+// Byte-exact vLLM response bodies: SSE chunks for chat and completions (docs/vllm-facts.md "Wire format")
 // and the non-streaming JSON shapes. Thread: main (mock process). Hot path of the mock: one frame per
 // generated token, built from per-request prefixes computed once, plus JSON.stringify of the token text.
 //

@@ -1,5 +1,5 @@
-// vLLM's error bodies (v0.10.1+ nested shape, reference/vllm-facts.md §1.6) and the exact messages the
-// mock reproduces. Thread: main (mock process). Off the hot path (errors only).
+// vLLM's error bodies (v0.10.1+ nested shape, docs/vllm-facts.md "Error bodies and statuses") and the exact
+// messages the mock reproduces. Thread: main (mock process). Off the hot path (errors only).
 
 export const ErrorType = {
   BadRequest: 'BadRequestError',

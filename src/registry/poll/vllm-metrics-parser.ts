@@ -3,7 +3,7 @@
 // scrape_interval x replicas times a second (640/s at 64 replicas and 100 ms), so it allocates only for the
 // ~15 lines it keeps: other lines are rejected by name length and a startsWith, without a substring.
 //
-// Understands V1 names and the legacy gpu_* names (reference/vllm-facts.md §3.2-3.3) and reports which one
+// Understands V1 names and the legacy gpu_* names (docs/vllm-facts.md "Metrics") and reports which one
 // the replica speaks. Series with several label sets (engine="0","1" under data parallelism) are summed,
 // except KV usage (averaged) and lora_requests_info (the series with the largest value wins: vLLM keeps
 // every label combination it ever set, each with its last timestamp).

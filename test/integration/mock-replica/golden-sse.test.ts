@@ -1,7 +1,7 @@
 // Golden bytes of the mock's responses over real HTTP: chat and completions, streamed and not, with and
 // without include_usage, a prefix-cache hit (prompt_tokens_details), and the error bodies. `created` is
 // normalised to 0; ids come from X-Request-Id. Regenerate with UPDATE_GOLDEN=1 after checking the diff
-// against reference/vllm-facts.md §1.2-§1.6.
+// against docs/vllm-facts.md ("Wire format", "Usage and cached tokens", "Error bodies and statuses").
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, test } from 'node:test';

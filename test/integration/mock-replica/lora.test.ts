@@ -1,5 +1,5 @@
-// LoRA over HTTP: /v1/models cards with parent, runtime load/unload bodies and statuses (vllm-facts §4),
-// requests by adapter name, and an adapter beyond max_loras waiting for a slot.
+// LoRA over HTTP: /v1/models cards with parent, runtime load/unload bodies and statuses
+// (docs/vllm-facts.md "LoRA adapters"), requests by adapter name, and an adapter beyond max_loras waiting for a slot.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';

@@ -96,7 +96,7 @@ test('a consumer pause longer than bodyTimeoutMs is not a body_timeout: the body
     },
   });
   const res = await r.done;
-  // undici (which this replaced) never fires its body timeout while paused and refreshes it on resume
+  // undici, the stock Node client, never fires its body timeout while paused and refreshes it on resume
   // (client-h1.js onParserTimeout: `if (!paused)`; resume(): timeout.refresh()). Here the sweeper
   // blames the replica for the gateway's own backpressure.
   assert.deepEqual([res.error, res.body], [null, 'firstrest'], `got ${res.error} after ${res.body.length} bytes`);

@@ -1,6 +1,6 @@
-// The KV block pool with vLLM V1's prefix cache (reference/vllm-facts.md §5.2; vllm/v1/core/block_pool.py):
-// every block preallocated, block 0 the reserved null block (usable = numBlocks − 1), a doubly linked free
-// queue with the LRU block at the head, a hash → block map for full blocks, reference counts. Allocation pops
+// The KV block pool with vLLM V1's prefix cache (docs/vllm-facts.md "Block pool and eviction";
+// vllm/v1/core/block_pool.py): every block preallocated, block 0 the reserved null block (usable =
+// numBlocks − 1), a doubly linked free queue with the LRU block at the head, a hash → block map for full blocks, reference counts. Allocation pops
 // the head and evicts its hash if it carries one; a prefix hit "touches" blocks (ref++ and out of the free
 // queue); free appends hashed blocks to the tail in reverse order (a request's most specific blocks are
 // evicted first) and puts hash-less blocks at the head (reused first), as current vLLM builds do.

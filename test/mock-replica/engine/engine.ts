@@ -1,4 +1,4 @@
-// MockEngine: an I/O-free model of vLLM V1's EngineCore (reference/vllm-facts.md §5.2, §6, §7.4), driven by an
+// MockEngine: an I/O-free model of vLLM V1's EngineCore (docs/vllm-facts.md "Scheduler"), driven by an
 // injectable Clock so the same code serves the HTTP mock in real time and a fleet simulator in virtual time.
 // Each step: schedule RUNNING requests (one decode token, or the rest of a prefill chunk), preempting the
 // newest running request by recompute when KV blocks run out; then, if nothing was preempted, admit WAITING
@@ -252,7 +252,8 @@ export class MockEngine {
     for (let w = 0; w < waiting.length && budget > 0 && running.length < maxNumSeqs; w++) {
       const req = waiting[w]!;
       const adapter = req.adapter;
-      // Head-of-line per adapter: skipped, stays queued in place, later requests may still go (§4).
+      // Head-of-line per adapter: skipped, stays queued in place, later requests may still go
+      // (docs/vllm-facts.md "LoRA adapters").
       if (adapter !== null && !runningLoras.has(adapter) && runningLoras.size >= maxLoras) {
         skipped = true;
         continue;

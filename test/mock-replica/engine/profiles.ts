@@ -1,5 +1,5 @@
 // Engine profiles (KV pool size, scheduler limits) and the step-time model that turns one scheduled batch into
-// a duration. Calibrated to reference/vllm-facts.md §7 (A100-80GB, Llama-3.1 8B and 70B TP2); the unit test
+// a duration. Calibrated to docs/vllm-facts.md "Calibration" (A100-80GB, Llama-3.1 8B and 70B TP2); the unit test
 // test/unit/mock-engine/profiles.test.ts checks the TTFT and TPOT tables there within their stated ranges.
 // Thread: main of the mock process. Hot path: stepDurationMs runs once per engine step (a few multiplies).
 //
@@ -39,9 +39,9 @@ export const PROFILES: Readonly<Record<ProfileName, EngineProfile>> = {
   'llama-8b-a100': {
     name: 'llama-8b-a100',
     description: 'Llama-3.1-8B bf16 on 1x A100-80GB, gpu_memory_utilization 0.9',
-    numGpuBlocks: 27_648, // §7.1: 54-55 GiB of KV at 2 MiB per block; the sample cache_config_info says 27648
+    numGpuBlocks: 27_648, // 54-55 GiB of KV at 2 MiB per block; the sample cache_config_info says 27648
     blockSize: 16,
-    maxNumSeqs: 256, // §6: A100 gets the small defaults (PR #17885)
+    maxNumSeqs: 256, // A100 gets the small defaults (PR #17885)
     maxNumBatchedTokens: 2048,
     maxLoras: 1,
     maxModelLen: 131_072,
@@ -49,14 +49,14 @@ export const PROFILES: Readonly<Record<ProfileName, EngineProfile>> = {
     weightReadMs: 10, // 16.06 GB at ~1.6 TB/s effective
     kvReadMsPer1kTokens: 0.085, // 128 KiB per token
     perSeqMs: 0.025, // fitted so batch 256 at 1.5k context lands in the 45-55 ms row
-    prefillTokensPerSecond: 12_000, // §7.3: 11-14k tok/s
+    prefillTokensPerSecond: 12_000, // 11-14k tok/s
     attentionCoef: (2 * 4096 * 32) / 14e9, // d=4096, L=32, 14 GFLOP per token
     adapterLoadMs: 40,
   },
   'llama-70b-tp2-a100': {
     name: 'llama-70b-tp2-a100',
     description: 'Llama-3.1-70B bf16, tensor parallel 2 on 2x A100-80GB, gpu_memory_utilization 0.9',
-    numGpuBlocks: 1_500, // §7.1: 3-4 GiB of KV per GPU at 2.5 MiB per block per GPU
+    numGpuBlocks: 1_500, // 3-4 GiB of KV per GPU at 2.5 MiB per block per GPU
     blockSize: 16,
     maxNumSeqs: 256,
     maxNumBatchedTokens: 2048,
@@ -66,7 +66,7 @@ export const PROFILES: Readonly<Record<ProfileName, EngineProfile>> = {
     weightReadMs: 48, // 70.6 GB per GPU at 1.6 TB/s = 44 ms, plus 3-5 ms of all-reduce
     kvReadMsPer1kTokens: 0.1, // 160 KiB per token per GPU
     perSeqMs: 0.06,
-    prefillTokensPerSecond: 2_400, // §7.3: 2.0-2.6k tok/s
+    prefillTokensPerSecond: 2_400, // 2.0-2.6k tok/s
     attentionCoef: (2 * 8192 * 80) / 140e9,
     adapterLoadMs: 80,
   },

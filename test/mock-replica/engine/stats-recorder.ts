@@ -1,5 +1,5 @@
-// The engine's counters and histograms, updated at the points vLLM updates them (reference/vllm-facts.md §3.2,
-// §3.5): TTFT and ITL per sampled token, prompt tokens at the first token, prefix-cache queries per admission,
+// The engine's counters and histograms, updated at the points vLLM updates them (docs/vllm-facts.md "Metrics"):
+// TTFT and ITL per sampled token, prompt tokens at the first token, prefix-cache queries per admission,
 // per-request latencies when the request finishes, iteration tokens per step.
 // Thread: main of the mock process. Hot path: tokenSampled runs per generated token (one histogram observe).
 import type { EngineRequest } from './engine-request.ts';

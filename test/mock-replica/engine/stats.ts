@@ -1,5 +1,5 @@
 // What the mock's /metrics page needs from the engine: counters, gauges, LoRA info and histograms with vLLM
-// V1's bucket bounds (reference/vllm-facts.md §3.2), plus the Histogram that records them.
+// V1's bucket bounds (docs/vllm-facts.md "Metrics"), plus the Histogram that records them.
 // Thread: main of the mock process. Hot path: Histogram.observe runs a few times per token (a short linear
 // scan over ≤ 22 bounds); snapshots allocate and are taken only per scrape.
 

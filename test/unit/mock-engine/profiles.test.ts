@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PROFILES, decodeStepMs, idlePrefillMs, stepDurationMs } from '../../mock-replica/engine/profiles.ts';
 
-// Ranges are the rows of reference/vllm-facts.md §7.2 (TPOT at ≈1.5k context) and §7.3 (idle TTFT).
+// Ranges are the rows of docs/vllm-facts.md "Calibration" (TPOT at ≈1.5k context, idle TTFT).
 function inRange(name: string, valueMs: number, [lo, hi]: [number, number]): void {
   assert.ok(valueMs >= lo && valueMs <= hi, `${name}: ${valueMs.toFixed(2)} ms is outside [${lo}, ${hi}]`);
 }
