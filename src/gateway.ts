@@ -16,8 +16,8 @@ import { GatewayServer } from './server/app.ts';
 import { uwsIsNative } from './server/uws.ts';
 import { GatewayMetrics } from './metrics/metrics.ts';
 import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
-import { createTokenizeStage } from './tokenize-stage.ts';
-import { fleetGaugeSources } from './fleet-gauges.ts';
+import { createTokenizeStage } from './tokenize/tokenize-stage.ts';
+import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;

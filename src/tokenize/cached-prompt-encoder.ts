@@ -18,34 +18,10 @@
 import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
 import { SegmentCache } from './segment-cache.ts';
-import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
+import { renderChatSegments } from './chat-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
-import { getTokenizer, type TokenizerName } from './tokenizer.ts';
-
-export interface PromptWork {
-  tokenizer: TokenizerName;
-  template: ChatTemplateName;
-  blockSize: number;
-  kind: 'chat' | 'completion';
-  messages?: readonly ChatMessage[];
-  /** The request's `tools` (chat only); null or absent when it sent none. */
-  tools?: readonly unknown[] | null;
-  prompt?: string | readonly number[];
-  /** LoRA adapter name: the block hashes' extra key. */
-  adapter: string | null;
-}
-
-export interface EncodedPrompt {
-  tokens: Uint32Array;
-  blockHashes: Float64Array;
-}
-
-/** What routing and quotas need: the count and the hashes, without the token ids themselves. */
-export interface MeasuredPrompt {
-  promptTokens: number;
-  blockHashes: Float64Array;
-}
-
+import { getTokenizer } from './tokenizer.ts';
+import type { EncodedPrompt, MeasuredPrompt, PromptWork } from './types.ts';
 
 export class CachedPromptEncoder {
   private readonly segments: SegmentCache;

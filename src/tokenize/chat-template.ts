@@ -19,27 +19,7 @@
 // Content arrays are reduced as vLLM does for "string"-format templates: text parts joined with "\n";
 // null content is "". `trim` is Python's str.strip() (its whitespace set differs from JS's trim()).
 // Not modelled: continue_final_message, chat_template_kwargs; chatml ignores tools.
-
-export interface ChatContentPart {
-  type: string;
-  text?: string;
-}
-
-export interface ChatToolCall {
-  id?: string;
-  type?: string;
-  function: { name: string; arguments?: string | Record<string, unknown> | null };
-}
-
-export interface ChatMessage {
-  role: string;
-  content?: string | ChatContentPart[] | null;
-  tool_calls?: ChatToolCall[] | null;
-  name?: string;
-  tool_call_id?: string;
-}
-
-export type ChatTemplateName = 'llama3.1' | 'chatml';
+import type { ChatContentPart, ChatMessage, ChatTemplateName, ChatToolCall } from './types.ts';
 
 /** The template refused the messages, as the model's Jinja template raises (vLLM answers 400). */
 export class ChatTemplateError extends Error {

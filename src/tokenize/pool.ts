@@ -6,12 +6,11 @@
 // state and warms its own caches; a respawn would cost ~1 s of CPU.
 import { Piscina } from 'piscina';
 import {
-  AbortError, CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
+  CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
   type WorkerTask,
 } from './protocol.ts';
-import type { PromptWork } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
-import type { TokenizerName } from './tokenizer.ts';
+import { AbortError, type PromptWork, type TokenizerName } from './types.ts';
 import { workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);

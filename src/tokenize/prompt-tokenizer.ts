@@ -8,11 +8,10 @@
 // Caches: tokenizer.cache_bytes is split evenly between the inline encoder and each worker's encoder.
 // Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
 import { initBlockHasher } from './block-hash.ts';
-import { CachedPromptEncoder, type PromptWork } from './cached-prompt-encoder.ts';
-import type { ChatMessage } from './chat-template.ts';
+import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
-import { AbortError } from './protocol.ts';
-import { getTokenizer, type TokenizerName } from './tokenizer.ts';
+import { getTokenizer } from './tokenizer.ts';
+import { AbortError, type ChatMessage, type PromptWork, type TokenizerName } from './types.ts';
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
 export interface TokenizeRequest {

@@ -3,8 +3,8 @@
 // Pure functions with no request-level cache (the tokenizer's piece cache is invisible): the cached path
 // (cached-prompt-encoder.ts) must give the same ids, and test/unit/tokenize/*.test.ts hold it to these.
 // `shouldStop` is polled during long encodes (see TextTokenizer.encodeWithSpecials).
-import { renderChatSegments, type ChatMessage, type ChatTemplateName } from './chat-template.ts';
-import type { TextTokenizer } from './tokenizer.ts';
+import { renderChatSegments } from './chat-template.ts';
+import type { ChatMessage, ChatTemplateName, TextTokenizer } from './types.ts';
 
 /** Concatenates token arrays into one Uint32Array. */
 export function concatTokens(parts: readonly Uint32Array[]): Uint32Array {

@@ -7,8 +7,7 @@
 // while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
 // AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
 // throw away the worker's caches and cost a ~1 s tokenizer rebuild.
-import type { PromptWork } from './cached-prompt-encoder.ts';
-import type { TokenizerName } from './tokenizer.ts';
+import type { PromptWork, TokenizerName } from './types.ts';
 
 export interface TokenizeTask {
   type: 'tokenize';
@@ -48,11 +47,3 @@ export type ResultStatus = (typeof ResultStatus)[keyof typeof ResultStatus];
 export const RESULT_STATUS = 0;
 export const RESULT_PROMPT_TOKENS = 1;
 export const RESULT_HEADER = 2;
-
-/** What an aborted tokenize rejects with: `err.name === 'AbortError'`, as fetch and undici use. */
-export class AbortError extends Error {
-  constructor(message = 'tokenize task aborted') {
-    super(message);
-    this.name = 'AbortError';
-  }
-}

@@ -17,7 +17,7 @@
 import { randomFillSync } from 'node:crypto';
 import { ByteLru } from './byte-lru.ts';
 import { fmix32 } from '../util/fmix32.ts';
-import type { TokenizerName } from './tokenizer.ts';
+import type { TokenizerName } from './types.ts';
 
 export interface CachedSegment {
   readonly text: string;

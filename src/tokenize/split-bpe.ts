@@ -12,8 +12,7 @@
 // tiktoken direct on the corpus and on seeded random text.
 // Memory: two generations of at most PIECE_CACHE_ENTRIES pieces of at most MAX_CACHED_PIECE_CHARS chars,
 // about 10 MB per thread at worst.
-import { AbortError } from './protocol.ts';
-import type { TextTokenizer, TokenizerName } from './tokenizer.ts';
+import { AbortError, type TextTokenizer, type TokenizerName } from './types.ts';
 
 const WS = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 

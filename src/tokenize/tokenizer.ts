@@ -11,24 +11,7 @@ import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Tiktoken, get_encoding } from '@dqbd/tiktoken';
 import { LLAMA3_JS_SPLIT, SplitBpeTokenizer } from './split-bpe.ts';
-
-export type TokenizerName = 'llama3' | 'cl100k_base' | 'o200k_base';
-
-export interface TextTokenizer {
-  readonly name: TokenizerName;
-  /** Special-token text (e.g. "<|eot_id|>") is encoded as plain text. */
-  encodeOrdinary(text: string): Uint32Array;
-  /**
-   * Every special token's text becomes its special id, as HF tokenizers do for added special tokens.
-   * `shouldStop` is polled during long inputs; when it returns true the call throws an AbortError.
-   */
-  encodeWithSpecials(text: string, shouldStop?: (() => boolean) | null): Uint32Array;
-  decode(ids: ArrayLike<number>): string;
-  /** Id of the begin-of-sequence token a completions prompt starts with, or null when the model adds none. */
-  readonly bosId: number | null;
-  /** Special token text → id, for the chat templates. */
-  specialId(text: string): number;
-}
+import type { TextTokenizer, TokenizerName } from './types.ts';
 
 /** Llama 3's pre-tokenizer split, verbatim from the model's tokenizer.json (tiktoken's regex engine takes (?i:)). */
 export const LLAMA3_SPLIT_PATTERN =

@@ -8,10 +8,11 @@ import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
 import { transferResult } from './pool.ts';
 import {
-  AbortError, CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
+  CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
   type TokenizeTask, type WorkerTask,
 } from './protocol.ts';
 import { getTokenizer } from './tokenizer.ts';
+import { AbortError } from './types.ts';
 
 function statusOnly(status: ResultStatus): Float64Array {
   const out = new Float64Array(RESULT_HEADER);

@@ -5,7 +5,7 @@
 // Fidelity: the fields the mock acts on are validated with vLLM's messages; other OpenAI fields are accepted
 // and ignored (vLLM would apply them to sampling). `n` > 1 and several prompts in one completions request
 // are rejected with a 400 (vLLM supports them; the mock does not).
-import type { ChatMessage } from '../../src/tokenize/chat-template.ts';
+import type { ChatMessage } from '../../src/tokenize/types.ts';
 import { badRequest, validationError, type VllmError } from './vllm-errors.ts';
 
 export type CompletionKind = 'chat' | 'completion';

@@ -4,7 +4,8 @@
 // cost is tokenization of the message segments not in the per-process segment cache (a repeated system
 // prompt is free) plus one xxhash64 per 16-token block not in the prefix-hash cache.
 import { initBlockHasher } from '../../src/tokenize/block-hash.ts';
-import { CachedPromptEncoder, type EncodedPrompt } from '../../src/tokenize/cached-prompt-encoder.ts';
+import { CachedPromptEncoder } from '../../src/tokenize/cached-prompt-encoder.ts';
+import type { EncodedPrompt } from '../../src/tokenize/types.ts';
 import { getTokenizer } from '../../src/tokenize/tokenizer.ts';
 import type { CompletionRequest } from './completion-request.ts';
 

@@ -9,8 +9,9 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { initBlockHasher } from '../../../src/tokenize/block-hash.ts';
-import { CachedPromptEncoder, type PromptWork } from '../../../src/tokenize/cached-prompt-encoder.ts';
-import { renderChatSegments, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { CachedPromptEncoder } from '../../../src/tokenize/cached-prompt-encoder.ts';
+import { renderChatSegments } from '../../../src/tokenize/chat-template.ts';
+import type { ChatMessage, PromptWork } from '../../../src/tokenize/types.ts';
 import { fingerprint } from '../../../src/tokenize/segment-cache.ts';
 import { corpus } from '../tokenize/corpus.ts';
 

@@ -1,8 +1,9 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
-import { CachedPromptEncoder, type PromptWork } from '../../../src/tokenize/cached-prompt-encoder.ts';
-import { renderChatSegments, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { CachedPromptEncoder } from '../../../src/tokenize/cached-prompt-encoder.ts';
+import { renderChatSegments } from '../../../src/tokenize/chat-template.ts';
+import type { ChatMessage, PromptWork } from '../../../src/tokenize/types.ts';
 import { fingerprint } from '../../../src/tokenize/segment-cache.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { getTiktokenTokenizer } from '../../../src/tokenize/tokenizer.ts';

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { contentText, pythonStrip, pythonToJson, renderChat, renderChatSegments, vllmToolDump, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { contentText, pythonStrip, pythonToJson, renderChat, renderChatSegments, vllmToolDump } from '../../../src/tokenize/chat-template.ts';
+import type { ChatMessage } from '../../../src/tokenize/types.ts';
 
 const HEAD = '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n';
 const GEN = '<|start_header_id|>assistant<|end_header_id|>\n\n';

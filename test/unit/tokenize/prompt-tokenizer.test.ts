@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { BroadcastChannel } from 'node:worker_threads';
 import { poolSchema, type PoolConfig } from '../../../src/config/schema.ts';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
-import type { ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import type { ChatMessage } from '../../../src/tokenize/types.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { PromptTokenizer, type TokenizeRequest } from '../../../src/tokenize/prompt-tokenizer.ts';
 import { getTiktokenTokenizer } from '../../../src/tokenize/tokenizer.ts';

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import reference from 'llama3-tokenizer-js';
-import { renderChat, type ChatMessage } from '../../../src/tokenize/chat-template.ts';
+import { renderChat } from '../../../src/tokenize/chat-template.ts';
+import type { ChatMessage } from '../../../src/tokenize/types.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { getTokenizer } from '../../../src/tokenize/tokenizer.ts';
 import { corpus } from './corpus.ts';

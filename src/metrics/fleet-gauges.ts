@@ -1,10 +1,10 @@
 // Scrape-time gauge sources computed from the replica table: up/down and staleness per replica, KV occupancy
 // per pool (mean of healthy replicas' scraped kv_cache_usage_perc). Runs only when /metrics is scraped.
 // Thread: main.
-import type { GatewayConfig } from './config/schema.ts';
-import { ReplicaRow } from './registry/replica-table.ts';
-import type { ReplicaRegistry } from './registry/replica-registry.ts';
-import type { MetricSources } from './metrics/metrics.ts';
+import type { GatewayConfig } from '../config/schema.ts';
+import { ReplicaRow } from '../registry/replica-table.ts';
+import type { ReplicaRegistry } from '../registry/replica-registry.ts';
+import type { MetricSources } from './metrics.ts';
 
 export function fleetGaugeSources(registry: ReplicaRegistry, cfg: () => GatewayConfig): MetricSources {
   const row = new ReplicaRow();

@@ -2,9 +2,9 @@
 // Piscina workers for large ones, per-message token cache), with every tokenizer the pools use warmed up and
 // its timings recorded in the gateway's metrics (workers report over the metrics channel).
 // Thread: main. Setup only.
-import type { GatewayConfig } from './config/schema.ts';
-import type { GatewayMetrics } from './metrics/metrics.ts';
-import { PromptTokenizer } from './tokenize/prompt-tokenizer.ts';
+import type { GatewayConfig } from '../config/schema.ts';
+import type { GatewayMetrics } from '../metrics/metrics.ts';
+import { PromptTokenizer } from './prompt-tokenizer.ts';
 
 export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics): Promise<PromptTokenizer> {
   return PromptTokenizer.create(cfg.tokenizer, {
