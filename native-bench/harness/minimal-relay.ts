@@ -19,7 +19,7 @@ const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '0' },
     upstream: { type: 'string', multiple: true, default: [] },
-    /** undici (Pool.dispatch, the gateway's client until 2026-11-30) or raw (src/upstream/upstream-client.ts, the gateway's own HTTP/1.1 client). */
+    /** undici (Pool.dispatch, the stock client, for comparison) or raw (src/upstream/upstream-client.ts, the gateway's own HTTP/1.1 client). */
     client: { type: 'string', default: 'undici' },
     /** uws (src/server/uws.ts, what the gateway uses) or node (node:http), for the front side. */
     server: { type: 'string', default: 'uws' },

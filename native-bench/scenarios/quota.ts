@@ -69,7 +69,7 @@ const quota: BenchScenario = async (args) => {
   const redisStore = new RedisQuotaStore(raw, { keyPrefix: `${prefix}:raw`, leaseTtlMs: 600_000 });
   const rawUncorked = createRedisClient(url, { connectTimeoutMs: 2000, commandTimeoutMs: 1000 });
   const uncorkedStore = new RedisQuotaStore(rawUncorked, { keyPrefix: `${prefix}:uncorked`, leaseTtlMs: 600_000, coalesceWrites: false });
-  // --pipelined adds ioredis auto-pipelining as a variant. Measured 2026-11-30: no gain here: each batch is a
+  // --pipelined adds ioredis auto-pipelining as a variant. It measures no gain here: each batch is a
   // new pipeline whose first script call is sent as a full EVAL, and the batches are small.
   const piped = values.pipelined ? createRedisClient(url, { connectTimeoutMs: 2000, commandTimeoutMs: 1000, autoPipelining: true }) : null;
   const policyStore = await createQuotaStore({

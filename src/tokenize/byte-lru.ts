@@ -9,7 +9,7 @@
 // operations and the tombstones a delete leaves (≈ 1 µs per request in the pipeline bench). The cost is
 // approximate LRU: an entry in the newer half that is hit again is not moved, so among entries hit equally
 // rarely, eviction order can differ from strict LRU. The bound is in bytes, not entries: counted in entries,
-// small entries in front and large ones behind could evict a hot entry (test/unit/review/byte-lru-hot-entry.test.ts).
+// small entries in front and large ones behind could evict a hot entry (test/unit/tokenize/byte-lru-hot-entry.test.ts).
 // The caller supplies each entry's byte estimate (key + value + per-entry overhead) when it sets it;
 // an entry larger than an eighth of the budget is not stored, so one huge prompt cannot flush the cache.
 

@@ -1,4 +1,4 @@
-// Regression tests from the review of the upstream client (2026-11-30): forget() with queued attempts, bytes
+// Regression tests of the upstream client: forget() with queued attempts, bytes
 // after a complete response (never the next attempt's answer), a consumer's pause is not a body timeout, the
 // headers timeout counts from the write, and a connect that hangs is a connect failure (src/upstream/README.md).
 import { test, after } from 'node:test';

@@ -1,4 +1,4 @@
-// Review: the body reader's edge cases over a raw socket (fetch hides them): an empty POST, a chunked body,
+// The body reader's edge cases over a raw socket (fetch hides them): an empty POST, a chunked body,
 // a declared length over the limit, a chunked body over the limit, an upload abandoned half way, and an
 // unauthenticated request with a body. Each must be answered (or settled) promptly and leave nothing in flight.
 import { test, before, after } from 'node:test';

@@ -1,11 +1,10 @@
-// Review (pin): for a 200 non-streaming answer, upstream-attempt.ts now reads the usage figures out of the body
-// (takeJsonFigures) after the body was handed to the client (sink.end), not before. Nothing read them in between,
-// and the client sees the same bytes, so the usage record must still carry the replica's own figures: prompt,
-// completion and cached tokens, and finish_reason. No other test pinned these fields for a JSON answer.
+// For a 200 non-streaming answer the usage figures are read out of the body (takeJsonFigures) after the body
+// was handed to the client (sink.end). The usage record carries the replica's own figures: prompt,
+// completion and cached tokens, and finish_reason.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
-import { startCannedStack } from './canned-replica.ts';
+import { startCannedStack } from '../../helpers/canned-replica.ts';
 
 let stack: TestStack;
 let canned: Awaited<ReturnType<typeof startCannedStack>>;

@@ -1,4 +1,4 @@
-// Review: client hang-ups racing upstream completion, streaming and not, at random moments (before the body
+// Client hang-ups racing upstream completion, streaming and not, at random moments (before the body
 // is sent, while queued, at the first token, just as the replica finishes). Whatever the interleaving, every
 // request settles exactly once: one usage record each (200 or 499), nothing left in flight, the in-flight
 // ledger back to zero on every replica, no stray process error.

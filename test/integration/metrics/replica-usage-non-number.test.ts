@@ -1,14 +1,13 @@
-// Review: fast-children.ts's counter child adds to the series entry with `+=` for any value that passes
-// `value >= 0`, so a numeric string or a boolean is concatenated/coerced into the counter, where stock
-// prom-client's Counter.inc throws "Value is not a valid number". The gateway feeds replica-reported usage
-// figures (not type-checked by json-figures.ts / sse-relay.ts) straight into gateway_tokens_total, so one
-// replica answer with `"completion_tokens":"7"` turns the output-token series of an existing pool/tenant
-// into the string "57" for good: the exposition then says 57 (and "575" after the next 5-token request).
+// Usage figures a replica reports with the wrong type (`"completion_tokens":"7"`) never reach
+// gateway_tokens_total as such. The gateway feeds replica-reported figures into that counter, and
+// fast-children.ts's counter child adds with `+=`: were a numeric string let through, it would be concatenated
+// into the output-token series of an existing pool/tenant for good (5 then "57", "575" after the next
+// 5-token request). The fast child refuses non-numbers as stock prom-client's Counter.inc does.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Counter, Registry } from 'prom-client';
 import { ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
-import { startCannedStack } from './canned-replica.ts';
+import { startCannedStack } from '../../helpers/canned-replica.ts';
 import { counterChild } from '../../../src/metrics/fast-children.ts';
 
 let stack: TestStack;

@@ -1,4 +1,4 @@
-// Review (pin): the write burst of h1-connection.ts (WRITE_QUEUE, flushed from setImmediate or at once at 64)
+// The write burst of h1-connection.ts (WRITE_QUEUE, flushed from setImmediate or at once at 64)
 // meeting the pool's reuse paths, which h1-write-burst.test.ts does not reach (it opens a connection per request):
 // - 100 answers landing in one poll phase release 100 connections, each handed at once (inside its own read
 //   callback) to a queued attempt, so the 64-cap flush runs synchronously inside a read callback, in the middle
@@ -8,7 +8,7 @@
 //   every attempt settles once as aborted and not one request reaches the replica.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { OK, client, closeAll, recorder, req, scripted, sleep } from '../upstream/scripted-upstream.ts';
+import { OK, client, closeAll, recorder, req, scripted, sleep } from './scripted-upstream.ts';
 
 after(closeAll);
 

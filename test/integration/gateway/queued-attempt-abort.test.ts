@@ -1,8 +1,7 @@
-// Review: an upstream attempt that undici has not yet written to a socket (queued in the replica's Pool
-// because every connection is busy, or still connecting) must settle at once when it is aborted, by the
-// client hanging up or by the first-token timeout. Attempt.abort() in src/upstream/upstream-client.ts only
-// sets a flag while the controller is null, so the attempt (and the quota lease, the ledger entry, the
-// client's 504) waits until a connection frees up: here, until another request's whole stream ends.
+// An upstream attempt not yet written to a socket (queued in the replica's pool because every connection is
+// busy, or still connecting) settles at once when it is aborted, by the client hanging up or by the
+// first-token timeout. Settling it only when a connection frees up (here, when another request's whole stream
+// ends) would hold the quota lease, the ledger entry and the client's 504 that long.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';

@@ -1,4 +1,4 @@
-// Review: UpstreamAttempt (src/pipeline/upstream-attempt.ts) driven directly with a recording sink and a
+// UpstreamAttempt (src/pipeline/upstream-attempt.ts) driven directly with a recording sink and a
 // real in-flight ledger, for the outcomes at the edge of "after the first byte".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

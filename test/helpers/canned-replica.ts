@@ -1,10 +1,10 @@
-// A replica stand-in for the gateway review tests: serves a healthy vLLM /metrics page and /health, and answers
+// A replica stand-in for gateway tests: serves a healthy vLLM /metrics page and /health, and answers
 // every completion with the JSON body `answer()` returns at that moment, so a test controls exactly what the
 // replica reports (usage numbers of the wrong type, bodies that look like usage, ...).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { renderPage } from '../registry/vllm-page-server.ts';
-import { startStack, type TestStack } from '../../helpers/start-gateway.ts';
+import { renderPage } from '../integration/registry/vllm-page-server.ts';
+import { startStack, type TestStack } from './start-gateway.ts';
 
 export interface CannedReplica {
   url: string;

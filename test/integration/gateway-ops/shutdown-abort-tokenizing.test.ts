@@ -1,8 +1,7 @@
-// Review: at the end of the shutdown grace period GatewayServer.shutdown() calls ctx.abortSignal() without
-// marking the request cancelled. A request whose prompt is on the tokenizer's worker pool at that moment gets
-// its task aborted, and handle-completion.ts's tokenize catch (`if (ctx.cancelled) return;` is false) answers
-// 400 invalid_value "The prompt could not be tokenized: …", blaming the client's prompt for the gateway's
-// own shutdown. Expected: 503 shutting_down with Retry-After, like a request refused while draining.
+// At the end of the shutdown grace period GatewayServer.shutdown() aborts the work of every request still in
+// flight, including a prompt on the tokenizer's worker pool. That request gets 503 shutting_down with
+// Retry-After, like a request refused while draining, not a 400 invalid_value ("The prompt could not be
+// tokenized") that would blame the client's prompt for the gateway's own shutdown.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';

@@ -1,9 +1,7 @@
-// Review: when the shutdown grace period runs out, GatewayServer.shutdown() aborts the upstream call of every
-// request still in flight (ctx.call.abort()) without marking the request cancelled. UpstreamAttempt.onError
-// then sees kind 'aborted', not cancelled, no relay, not timed out, and reports it as a retryable failure
-// ('other' → upstream_unavailable), so handleCompletion dispatches the request AGAIN to another replica,
-// after the deadline, on a gateway that is stopping (and, once upstream.close() destroyed the pools, creates
-// new Pools that nobody closes).
+// When the shutdown grace period runs out, GatewayServer.shutdown() aborts the upstream call of every request
+// still in flight without marking the request cancelled. Such a request is not dispatched again: a retry would
+// reach another replica after the deadline, on a gateway that is stopping (and, once upstream.close() has
+// destroyed the pools, open new ones that nobody closes).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';

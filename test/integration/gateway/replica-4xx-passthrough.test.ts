@@ -1,4 +1,4 @@
-// Review: a replica's own 4xx (vLLM's 400 for an out-of-vocabulary token id) is the client's problem: passed
+// A replica's own 4xx (vLLM's 400 for an out-of-vocabulary token id) is the client's problem: passed
 // through with the replica's status in the gateway envelope (code a string), never retried on another
 // replica, streaming or not, nothing charged, and the concurrency lease given back each time.
 import { test, before, after } from 'node:test';

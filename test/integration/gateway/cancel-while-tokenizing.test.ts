@@ -1,4 +1,4 @@
-// Review: a client that hangs up while its large prompt is being tokenized (worker pool, abort signal) is
+// A client that hangs up while its large prompt is being tokenized (worker pool, abort signal) is
 // settled as a cancel: usage record 499 with no replica, nothing sent upstream, nothing left in flight, and
 // the tenant's concurrency lease comes back.
 import { test, before, after } from 'node:test';

@@ -1,11 +1,10 @@
-// Review: the fingerprint of a long segment reads the first and last 128 characters and one character in every
-// `step` (≈ length/256, 18 for this 5 KB system segment) in between. A per-user system prompt built from one template
-// with a fixed-width field in the middle (an account number, a user id, a date) therefore gives every user the same
-// fingerprint whenever the field's varying characters fall between two sampled offsets (w varying characters: a
-// template has odds ≈ 1 - w/step, 8 in 9 here), and all those users share one bucket of at most BUCKET_MAX = 8,
-// emptied oldest-first regardless of hits. With more than 8 users active, each user's system segment has left its bucket by the time they come back,
-// so it is tokenized again on every request (≈ 40× a warm request, README), and with a worker pool its length
-// sends each of those requests off the inline path. The Map keyed by the full text cached all of them.
+// Per-user system prompts built from one template with a fixed-width field in the middle (an account number, a
+// user id, a date). The fingerprint of a long segment reads the first and last 128 characters and one character
+// in every `step` (≈ length/256, 18 for this 5 KB system segment) in between, so most such users share one
+// fingerprint (w varying characters: odds ≈ 1 - w/step, 8 in 9 here). Each user's segment must stay cached
+// however many users share the fingerprint, as a Map keyed by the full text would keep it: one re-tokenized on
+// every request costs ≈ 40× a warm request (src/tokenize/README.md), and with a worker pool its length sends
+// each of those requests off the inline path.
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { initBlockHasher } from '../../../src/tokenize/block-hash.ts';
@@ -13,7 +12,7 @@ import { CachedPromptEncoder } from '../../../src/tokenize/cached-prompt-encoder
 import { renderChatSegments } from '../../../src/tokenize/chat-template.ts';
 import type { ChatMessage, PromptWork } from '../../../src/tokenize/types.ts';
 import { fingerprint } from '../../../src/tokenize/segment-cache.ts';
-import { corpus } from '../tokenize/corpus.ts';
+import { corpus } from './corpus.ts';
 
 void before(async () => {
   await initBlockHasher();
