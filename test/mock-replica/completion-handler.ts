@@ -11,6 +11,7 @@ import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
 import { PacedWriter } from './paced-writer.ts';
 import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
+import { outputBlockHashes } from './reply-hashes.ts';
 import type { ReplicaMetrics } from './replica-metrics.ts';
 import { DONE_FRAME, StreamFrames, completionId, errorFrame, fullResponseBody } from './sse-frames.ts';
 import { ErrorType, VllmError, badRequest, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
@@ -106,7 +107,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
     return sendError(res, maxTokensTooLarge(ctx.maxModelLen, promptLen, parsed.maxTokens));
   }
   const maxTokens = parsed.maxTokens ?? Math.min(ctx.maxModelLen - promptLen, DEFAULT_MAX_TOKENS_CAP);
-  const plan = planOutput(maxTokens, parsed.ignoreEos, parsed.seed ?? hashTokens(prompt.tokens), ctx.replicaSeed);
+  const plan = planOutput(maxTokens, parsed.ignoreEos, parsed.seed ?? hashTokens(prompt.tokens), ctx.replicaSeed, kind === 'chat');
 
   const requestId = requestBase(req);
   const id = completionId(kind, requestId);
@@ -197,7 +198,10 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   // The client may have left while its body was read and tokenized: its 'close' has fired already.
   if (req.socket.destroyed) return;
   // Engine events fire only at step ends (timers), never inside add(), so the headers below still go first.
-  ctx.engine.add({ id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter }, events);
+  ctx.engine.add({
+    id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter,
+    outputBlockHashes: outputBlockHashes(prompt, plan, ctx.blockSize, adapter),
+  }, events);
   ctx.activeIds.add(base);
   ctx.metrics.observeMaxTokens(maxTokens);
   if (parsed.stream) {

@@ -1,7 +1,8 @@
 // One request's state inside the mock engine, with the vLLM V1 token accounting the scheduler runs on:
 // numTokens = prompt + sampled output; a step computes up to numTokens − numComputedTokens of them; a token is
 // sampled when computation catches up. Also the chained block hashes of the request's token sequence: the
-// prompt's from the tokenizer, then synthetic ones chained from them for blocks that hold generated tokens.
+// prompt's from the tokenizer, then for blocks that hold generated tokens the spec's outputBlockHashes (the
+// sampled ids' hashes, shareable with a follow-up prompt), or synthetic ones salted per request without them.
 // Thread: main of the mock process. Hot path: fields are read per step per scheduled request; fixed shape.
 import type { EngineRequestEvents, EngineRequestSpec, RequestPhase } from './types.ts';
 import { fmix32 } from '../../../src/util/fmix32.ts';
@@ -14,6 +15,7 @@ export class EngineRequest {
   /** Swapped for a no-op once the request is closed, so the snapshot's history does not pin sockets. */
   events: EngineRequestEvents;
   private promptHashes: ArrayLike<number>;
+  private outputHashes: ArrayLike<number>;
   readonly adapter: string | null;
   readonly promptTokens: number;
   readonly outputTokens: number;
@@ -22,6 +24,8 @@ export class EngineRequest {
   private readonly salt: number;
   /** How many leading blocks take their hash from spec.blockHashes. */
   private readonly specBlocks: number;
+  /** How many blocks after those take their hash from spec.outputBlockHashes. */
+  private readonly outputBlocks: number;
   private readonly syntheticHashes: number[] = [];
 
   phase: RequestPhase = 'waiting';
@@ -49,7 +53,11 @@ export class EngineRequest {
     this.promptTokens = spec.promptTokens;
     this.outputTokens = spec.outputTokens;
     this.salt = salt;
-    this.specBlocks = Math.min(Math.floor(spec.promptTokens / blockSize), spec.blockHashes.length);
+    const promptBlocks = Math.floor(spec.promptTokens / blockSize);
+    this.specBlocks = Math.min(promptBlocks, spec.blockHashes.length);
+    // Output hashes chain from the last full prompt block: unusable if the spec's prompt hashes stop short of it.
+    this.outputHashes = spec.outputBlockHashes !== undefined && this.specBlocks === promptBlocks ? spec.outputBlockHashes : NO_HASHES;
+    this.outputBlocks = this.outputHashes.length;
     this.arrivalMs = arrivalMs;
   }
 
@@ -66,15 +74,18 @@ export class EngineRequest {
     this.closed = true;
     this.events = NO_EVENTS;
     this.promptHashes = NO_HASHES;
+    this.outputHashes = NO_HASHES;
     this.syntheticHashes.length = 0;
   }
 
   /** Cache key of block `index` of this request's token sequence (only asked for full blocks). */
   blockHash(index: number): number {
     if (index < this.specBlocks) return this.promptHashes[index]!;
-    const k = index - this.specBlocks;
+    const first = this.specBlocks + this.outputBlocks;
+    if (index < first) return this.outputHashes[index - this.specBlocks]!;
+    const k = index - first;
     while (this.syntheticHashes.length <= k) {
-      const i = this.specBlocks + this.syntheticHashes.length;
+      const i = first + this.syntheticHashes.length;
       const parent = i === 0 ? 0 : this.blockHash(i - 1);
       this.syntheticHashes.push(chainHash(parent, this.salt, i));
     }

@@ -39,6 +39,14 @@ export interface EngineRequestSpec {
   finishReason: 'stop' | 'length';
   /** LoRA adapter name, or null for the base model. */
   adapter: string | null;
+  /**
+   * Hashes of the blocks after the prompt's full blocks (index 0 = block floor(promptTokens / blockSize)),
+   * over the prompt's tail and the generated tokens' ids, chained from the last prompt hash: a block filled by
+   * generated tokens is cached under these, so a follow-up prompt carrying the reply hits it, as in vLLM.
+   * Needs blockHashes to cover every full prompt block. Absent (e.g. a simulator with no token ids), or for
+   * blocks past its end: synthetic hashes salted per request, which only that request's recompute can hit.
+   */
+  outputBlockHashes?: ArrayLike<number>;
 }
 
 export interface EngineRequestEvents {

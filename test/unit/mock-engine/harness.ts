@@ -59,6 +59,7 @@ export function addRecorded(
     blockHashes: spec.blockHashes ?? blockHashes(spec.promptTokens, { uniqueSeed: ++seq }),
     finishReason: spec.finishReason ?? 'stop',
     adapter: spec.adapter ?? null,
+    ...(spec.outputBlockHashes === undefined ? {} : { outputBlockHashes: spec.outputBlockHashes }),
   }, {
     onFirstToken(info) {
       assert.equal(rec.tokenIndexes.length, 0, `${id}: onFirstToken after a token`);
