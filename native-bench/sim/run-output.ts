@@ -1,0 +1,50 @@
+// Runs one sweep point and turns its figures into the contract's run object (rounded so the JSON reads
+// well; rounding is deterministic, so the same flags still give the same bytes) plus its cost.
+// Thread: main or a sweep worker.
+import type { RunFigures } from './metrics.ts';
+import type { RunJson, RunOutput, RunSpec } from './run-types.ts';
+import { simulateRun } from './sim-run.ts';
+
+function round(x: number, digits: number): number | null {
+  if (!Number.isFinite(x)) return null;
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+export function runJson(spec: RunSpec, f: RunFigures): RunJson {
+  const s = f.windowMs / 1000;
+  return {
+    policy: spec.policy,
+    pool: spec.pool,
+    load: spec.load,
+    rps: spec.rps,
+    speed: spec.speed,
+    gateways: spec.gateways,
+    offered_rps: round(f.offered / s, 2) ?? 0,
+    admitted_rps: round(f.admitted / s, 2) ?? 0,
+    goodput_rps: round(f.met / s, 2) ?? 0,
+    slo_attainment: round(f.offered > 0 ? f.met / f.offered : Number.NaN, 4) ?? 0,
+    completed: f.completed,
+    shed: f.shed,
+    shed_answer_ms_p99: round(f.shedAnswerP99, 3),
+    ttft_ms: { p50: round(f.ttftP50, 1), p99: round(f.ttftP99, 1) },
+    tpot_ms: { p95: round(f.tpotP95, 1) },
+    kv_occupancy_mean: round(f.kvOccupancyMean, 4),
+    preemptions: f.preemptions,
+    prefix_hit_rate: { measured: round(f.hitMeasured, 4), predicted: round(f.hitPredicted, 4) },
+    inflight_tokens_max_over_mean: round(f.inflightMaxOverMean, 3),
+  };
+}
+
+export function executeRun(spec: RunSpec): RunOutput {
+  const t0 = performance.now();
+  const state = simulateRun(spec);
+  return {
+    index: spec.index,
+    json: runJson(spec, state.figures),
+    simulatedRequests: state.simulatedRequests,
+    elapsedMs: performance.now() - t0,
+    failed: state.figures.failed,
+    admission: state.admission,
+  };
+}

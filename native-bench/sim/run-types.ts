@@ -1,0 +1,65 @@
+// One simulated run's inputs and outputs: what a sweep worker is handed and what it sends back (both plain
+// data, structured-clone safe). The output's fields are the contract's JSON run object plus the CPU cost.
+// Thread: any.
+
+export interface FaultSpec {
+  replica: string;
+  atS: number;
+}
+
+export interface RunSpec {
+  /** Position in the sweep: results are reported in this order whatever thread finished first. */
+  index: number;
+  fleet: string;
+  workload: string;
+  pool: string;
+  policy: string;
+  load: number | null;
+  rps: number | null;
+  speed: number | null;
+  /** Request rate the workload is generated at (seed-mix), or null for a trace (its own times / speed). */
+  offeredRps: number | null;
+  /** Time compression applied to a trace's timestamps (1 = as recorded). */
+  traceSpeed: number;
+  minutes: number;
+  gateways: number;
+  seed: number;
+  retryShed: boolean;
+  kills: FaultSpec[];
+  restarts: FaultSpec[];
+}
+
+/** The contract's run object. */
+export interface RunJson {
+  policy: string;
+  pool: string;
+  load: number | null;
+  rps: number | null;
+  speed: number | null;
+  gateways: number;
+  offered_rps: number;
+  admitted_rps: number;
+  goodput_rps: number;
+  slo_attainment: number;
+  completed: number;
+  shed: number;
+  shed_answer_ms_p99: number | null;
+  ttft_ms: { p50: number | null; p99: number | null };
+  tpot_ms: { p95: number | null };
+  kv_occupancy_mean: number | null;
+  preemptions: number;
+  prefix_hit_rate: { measured: number | null; predicted: number | null };
+  inflight_tokens_max_over_mean: number | null;
+}
+
+export interface RunOutput {
+  index: number;
+  json: RunJson;
+  /** Requests the run simulated (warm-up included) and the wall time of the thread that ran it (busy throughout): not part of the JSON. */
+  simulatedRequests: number;
+  elapsedMs: number;
+  /** Requests that failed (no healthy replica, or cut mid-stream by a kill). */
+  failed: number;
+  /** How admission was done in this run (the controller's name, or that everything was admitted). */
+  admission: string;
+}

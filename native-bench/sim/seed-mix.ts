@@ -1,0 +1,251 @@
+// The design's traffic, generated: 1,800 prompt and 300 output tokens on average with heavy tails (prompts up
+// to 32k, outputs up to 4k), tenants whose requests open with a long shared system prompt, multi-turn chats
+// whose next turn carries every earlier turn (so it shares the previous prompt's blocks), LoRA tenants on a
+// pool with adapters, and Poisson session arrivals with bursts. Open loop: arrival times never depend on
+// how the fleet answers, so every policy sees the same requests.
+// Block content model: positions [0, system prompt) are the tenant's (its system prompt; the adapter is keyed
+// in, as vLLM keys LoRA blocks), later positions the conversation's; block i hashes (block i−1, owner, i).
+// Thread: the run's. Per request: one Float64Array of its blocks, O(blocks) hashing; pending follow-up turns
+// wait in a small binary heap.
+import { chain53, pick, Prng, zipfCumulative } from './prng.ts';
+import type { PoolShape, SimRequest, Workload } from './workload-types.ts';
+
+/** Parameters, fitted so the stream's means land on the design's 1,800 / 300 (test/unit/sim/seed-mix.test.ts). */
+export const SEED_MIX = {
+  tenants: 32,
+  tenantZipf: 1.0,
+  /** LoRA pool: this many tenants with adaptersPerTenant adapters each (about 60 in all). */
+  loraTenants: 15,
+  adaptersPerTenant: 4,
+  systemMedian: 480,
+  systemSigma: 0.7,
+  systemMax: 6000,
+  userMedian: 100,
+  userSigma: 1.0,
+  /** A pasted document: Pareto-tailed, clipped to the longest prompt. */
+  docProbability: 0.02,
+  docMin: 2500,
+  docAlpha: 1.3,
+  outputMedian: 190,
+  outputSigma: 0.95,
+  outputMax: 4096,
+  longestPrompt: 32_768,
+  chatProbability: 0.3,
+  chatTurnsMean: 3,
+  chatTurnsMax: 12,
+  thinkMeanMs: 20_000,
+  thinkMinMs: 2_000,
+  /** Bursts: rate × burstFactor for burstMs, starting as a Poisson process with mean gap burstGapMs. */
+  burstFactor: 3,
+  burstMs: 3_000,
+  burstGapMs: 40_000,
+  maxTokensChoices: [1024, 2048, 4096] as const,
+} as const;
+
+/** Longer than any chat lasts (12 turns of ~22 s think time would be 264 s, but 99 % of chats end within 150 s). */
+const PREHISTORY_MS = 150_000;
+
+interface Tenant {
+  key: number;
+  systemTokens: number;
+  maxTokens: number;
+  adapter: string | null;
+}
+
+interface Turn {
+  atMs: number;
+  tenant: Tenant;
+  convoKey: number;
+  /** Tokens of the conversation before this turn's user message (system prompt included). */
+  historyTokens: number;
+  turnsLeft: number;
+}
+
+export interface SeedMixOptions {
+  pool: PoolShape;
+  /** Mean requests per second (follow-up turns included). */
+  rps: number;
+  durationMs: number;
+  seed: number;
+}
+
+/** Requests per session on average (single requests and chats), used to turn a request rate into a session rate. */
+function requestsPerSession(): number {
+  const p = SEED_MIX.chatProbability;
+  // E[min(geometric, cap)] for the chat length.
+  const q = 1 - 1 / SEED_MIX.chatTurnsMean;
+  let mean = 0;
+  for (let k = 1; k <= SEED_MIX.chatTurnsMax; k++) mean += k * (k === SEED_MIX.chatTurnsMax ? Math.pow(q, k - 1) : Math.pow(q, k - 1) * (1 - q));
+  return (1 - p) + p * mean;
+}
+
+export class SeedMixWorkload implements Workload {
+  readonly name = 'seed-mix';
+  private readonly rng: Prng;
+  private readonly arrivals: Prng;
+  private readonly pool: PoolShape;
+  private readonly tenants: Tenant[] = [];
+  private readonly tenantCum: Float64Array;
+  private readonly endMs: number;
+  private readonly sessionRate: number;
+  private readonly maxRatePerMs: number;
+  private nextSessionMs: number;
+  private burstStartMs: number;
+  private burstEndMs: number;
+  private readonly pending: Turn[] = [];
+  private seq = 0;
+  private convoSeq = 0;
+
+  constructor(opts: SeedMixOptions) {
+    this.pool = opts.pool;
+    this.rng = new Prng(opts.seed, 1);
+    this.arrivals = new Prng(opts.seed, 2);
+    this.endMs = opts.durationMs;
+    const m = SEED_MIX;
+    const burstShare = m.burstMs / (m.burstMs + m.burstGapMs);
+    const meanFactor = 1 + (m.burstFactor - 1) * burstShare;
+    this.sessionRate = opts.rps / requestsPerSession() / meanFactor / 1000;
+    this.maxRatePerMs = this.sessionRate * m.burstFactor;
+    const setup = new Prng(opts.seed, 3);
+    const lora = opts.pool.adapters.length > 0;
+    const count = lora ? m.loraTenants * m.adaptersPerTenant : m.tenants;
+    for (let t = 0; t < count; t++) {
+      const adapter = lora ? opts.pool.adapters[t % opts.pool.adapters.length]! : null;
+      const sys = Math.round(Math.min(m.systemMax, Math.max(64, setup.lognormal(m.systemMedian, m.systemSigma))));
+      this.tenants.push({
+        key: (setup.u32() | 1) >>> 0,
+        systemTokens: sys,
+        maxTokens: m.maxTokensChoices[setup.int(m.maxTokensChoices.length)]!,
+        adapter,
+      });
+    }
+    this.tenantCum = zipfCumulative(count, m.tenantZipf);
+    // Sessions start PREHISTORY_MS before time 0 and their requests before 0 are dropped, so the stream
+    // opens in steady state (chats already under way) rather than with first turns only.
+    this.burstStartMs = -PREHISTORY_MS + this.arrivals.exp(m.burstGapMs);
+    this.burstEndMs = this.burstStartMs + m.burstMs;
+    this.nextSessionMs = this.drawSessionArrival(-PREHISTORY_MS);
+  }
+
+  private rateAt(t: number): number {
+    while (t >= this.burstEndMs) {
+      this.burstStartMs = this.burstEndMs + this.arrivals.exp(SEED_MIX.burstGapMs);
+      this.burstEndMs = this.burstStartMs + SEED_MIX.burstMs;
+    }
+    return t >= this.burstStartMs ? this.maxRatePerMs : this.sessionRate;
+  }
+
+  /** Thinning: candidates at the burst rate, kept with probability rate(t)/max. */
+  private drawSessionArrival(from: number): number {
+    if (this.sessionRate <= 0) return Infinity;
+    let t = from;
+    for (;;) {
+      t += this.arrivals.exp(1 / this.maxRatePerMs);
+      if (t >= this.endMs) return Infinity;
+      if (this.arrivals.next() * this.maxRatePerMs < this.rateAt(t)) return t;
+    }
+  }
+
+  next(): SimRequest | null {
+    for (;;) {
+      const top = this.pending[0];
+      let turn: Turn;
+      if (top && top.atMs <= this.nextSessionMs) {
+        turn = this.popPending();
+      } else if (this.nextSessionMs < this.endMs) {
+        const tenant = this.tenants[pick(this.tenantCum, this.rng)]!;
+        const chat = this.rng.next() < SEED_MIX.chatProbability;
+        const turns = chat ? Math.min(SEED_MIX.chatTurnsMax, this.rng.geometric(SEED_MIX.chatTurnsMean)) : 1;
+        turn = { atMs: this.nextSessionMs, tenant, convoKey: (this.rng.u32() ^ ++this.convoSeq) >>> 0, historyTokens: tenant.systemTokens, turnsLeft: turns };
+        this.nextSessionMs = this.drawSessionArrival(this.nextSessionMs);
+      } else {
+        return null;
+      }
+      const req = this.emit(turn);
+      if (req && req.atMs >= 0) {
+        req.seq = this.seq++;
+        return req;
+      }
+    }
+  }
+
+  /** Builds the request of this turn and queues the next turn; null when the conversation no longer fits. */
+  private emit(turn: Turn): SimRequest | null {
+    const m = SEED_MIX;
+    const rng = this.rng;
+    const { tenant } = turn;
+    const maxTokens = Math.min(tenant.maxTokens, this.pool.maxModelLen - 1);
+    const longest = Math.min(m.longestPrompt, this.pool.maxModelLen - maxTokens);
+    let user = Math.max(1, Math.round(rng.lognormal(m.userMedian, m.userSigma)));
+    if (rng.next() < m.docProbability) user += Math.round(rng.pareto(m.docMin, m.docAlpha));
+    let output = Math.round(rng.lognormal(m.outputMedian, m.outputSigma));
+    output = Math.max(1, Math.min(output, m.outputMax, maxTokens));
+    let prompt = turn.historyTokens + user;
+    if (prompt > longest) {
+      // A later turn that no longer fits ends the conversation; a first turn keeps its (clipped) document.
+      if (turn.historyTokens > tenant.systemTokens || tenant.systemTokens + 1 > longest) return null;
+      prompt = longest;
+    }
+    const bs = this.pool.blockSize;
+    const blocks = Math.floor(prompt / bs);
+    const hashes = new Float64Array(blocks);
+    let parent = 0;
+    for (let i = 0; i < blocks; i++) {
+      const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
+      parent = chain53(parent, owner, i);
+      hashes[i] = parent;
+    }
+    let replyHashes: Float64Array | null = null;
+    if (turn.turnsLeft > 1) {
+      const end = Math.floor((prompt + output) / bs);
+      replyHashes = new Float64Array(Math.max(0, end - blocks));
+      for (let i = blocks; i < end; i++) {
+        const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
+        parent = chain53(parent, owner, i);
+        replyHashes[i - blocks] = parent;
+      }
+      const think = m.thinkMinMs + rng.exp(m.thinkMeanMs);
+      const nextAt = turn.atMs + think;
+      if (nextAt < this.endMs) {
+        this.pushPending({ atMs: nextAt, tenant, convoKey: turn.convoKey, historyTokens: prompt + output, turnsLeft: turn.turnsLeft - 1 });
+      }
+    }
+    return {
+      seq: 0, atMs: turn.atMs, adapter: tenant.adapter, promptTokens: prompt, outputTokens: output,
+      maxTokens, blockHashes: hashes, replyHashes,
+    };
+  }
+
+  private pushPending(t: Turn): void {
+    const h = this.pending;
+    h.push(t);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p]!.atMs <= t.atMs) break;
+      h[i] = h[p]!;
+      i = p;
+    }
+    h[i] = t;
+  }
+
+  private popPending(): Turn {
+    const h = this.pending;
+    const top = h[0]!;
+    const last = h.pop()!;
+    if (h.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= h.length) break;
+        const r = l + 1;
+        const c = r < h.length && h[r]!.atMs < h[l]!.atMs ? r : l;
+        if (h[c]!.atMs >= last.atMs) break;
+        h[i] = h[c]!;
+        i = c;
+      }
+      h[i] = last;
+    }
+    return top;
+  }
+}

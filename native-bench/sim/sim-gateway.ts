@@ -1,0 +1,156 @@
+// One simulated gateway instance: its own registry view (a real replica table written by the real
+// ReplicaTracker from simulated scrapes), its own in-flight ledger, router and policy, driven through the
+// interfaces the request pipeline uses: route → ledger.dispatch → router.dispatched → (first token)
+// ledger.firstToken + router.firstToken → ledger.tokens → (end) ledger.end + router.finished. The scrape
+// reads each engine's gauges and counters as the mock's /metrics page states them, so the router sees the
+// fleet as of the last scrape, never the engines' live state.
+// Thread: the run's. Hot path: per request a route, a dispatch and the per-token ledger update.
+import type { GatewayConfig } from '../../src/config/schema.ts';
+import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
+import { FAILURE_KIND } from '../../src/registry/poll/protocol.ts';
+import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.ts';
+import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
+import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
+import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
+import { Router } from '../../src/router/route.ts';
+import type { FleetView } from '../../src/router/types.ts';
+import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
+import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
+import type { SimPool } from './fleet.ts';
+import { buildPolicy } from './policies.ts';
+
+/** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
+export interface EngineSlots {
+  readonly engines: ReadonlyArray<MockEngine | null>;
+  /** process_start_time_seconds of each slot's current engine. */
+  readonly startSeconds: Float64Array;
+}
+
+interface ReplicaInfoView {
+  readonly id: string;
+  readonly draining: boolean;
+  readonly adapters: readonly string[] | null;
+}
+
+export class SimGateway implements FleetView {
+  readonly index: number;
+  readonly ledger: InflightLedger;
+  readonly router: Router;
+  readonly pool: SimPool;
+  private readonly clock: VirtualClock;
+  private readonly table: ReplicaTableWriter;
+  private readonly trackers: ReplicaTracker[];
+  private readonly parsed = new ParsedMetrics();
+  private readonly members: readonly number[];
+  private readonly infos: readonly ReplicaInfoView[];
+  private readonly downAfter: number;
+  private readonly loraEnabled: boolean;
+  /** Restarts this gateway's registry detected (each one reset the router's knowledge of the slot). */
+  restartsSeen = 0;
+
+  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock) {
+    this.index = index;
+    this.pool = pool;
+    this.clock = clock;
+    const n = pool.replicas.length;
+    this.ledger = new InflightLedger(n);
+    this.table = new ReplicaTableWriter(n);
+    this.downAfter = cfg.registry.down_after_failures;
+    this.loraEnabled = pool.adapters.length > 0;
+    this.members = Object.freeze(Array.from({ length: n }, (_, i) => i));
+    this.infos = pool.replicas.map((r) => ({ id: r.id, draining: false, adapters: r.adapters }));
+    this.trackers = pool.replicas.map((r, slot) => {
+      const t = new ReplicaTracker(slot, slot + 1, r.id, `http://${r.id}.sim:8000`, pool.blockSize);
+      t.row.generation = 1;
+      t.row.assignId = slot + 1;
+      t.row.state = ROW_STATE.UNKNOWN;
+      this.table.write(slot, t.row);
+      return t;
+    });
+    this.router = new Router(buildPolicy(cfg, this), this);
+  }
+
+  // ---- FleetView -------------------------------------------------------------------------------------
+  candidates(_poolId: string): readonly number[] {
+    return this.members;
+  }
+
+  isHealthy(slot: number): boolean {
+    return this.table.state(slot) === ROW_STATE.UP && this.table.dataPlaneFailures(slot) < this.downAfter;
+  }
+
+  replica(slot: number): ReplicaInfoView {
+    return this.infos[slot]!;
+  }
+
+  residentAdapters(slot: number): readonly string[] {
+    return this.trackers[slot]!.runningAdapters;
+  }
+
+  readRow(slot: number, out: ReplicaRow): boolean {
+    return this.table.read(slot, out) && out.assignId === slot + 1;
+  }
+
+  prefixAffinityOff(slot: number): boolean {
+    return (this.table.flags(slot) & ROW_FLAG.PREFIX_AFFINITY_OFF) !== 0;
+  }
+
+  nowMs(): number {
+    return this.clock.now();
+  }
+
+  // ---- data plane ------------------------------------------------------------------------------------
+  /** The connection to `slot` was refused (its process is gone). */
+  dataPlaneFailure(slot: number): void {
+    this.table.reportDataPlaneFailure(slot);
+  }
+
+  dataPlaneSuccess(slot: number): void {
+    this.table.reportDataPlaneSuccess(slot);
+  }
+
+  // ---- registry poller -------------------------------------------------------------------------------
+  /** One scrape of every replica, as the poller does each scrape_interval_ms. */
+  scrape(fleet: EngineSlots): void {
+    const nowMs = this.clock.now();
+    const m = this.parsed;
+    for (let slot = 0; slot < this.trackers.length; slot++) {
+      const tracker = this.trackers[slot]!;
+      const engine = fleet.engines[slot];
+      let events: number;
+      if (!engine) {
+        events = tracker.onFailure(FAILURE_KIND.UNREACHABLE, 'connection refused', nowMs, this.downAfter);
+      } else {
+        const s = engine.stats();
+        m.running = s.running;
+        m.waiting = s.waiting;
+        m.kvUsage = s.kv_cache_usage_perc;
+        m.speaksV1 = true;
+        m.speaksLegacy = false;
+        m.numGpuBlocks = engine.config.numGpuBlocks;
+        m.blockSize = engine.config.blockSize;
+        m.loraEnabled = this.loraEnabled;
+        m.maxLoras = this.loraEnabled ? s.lora.max_lora : 0;
+        m.runningAdapters = this.loraEnabled ? s.lora.running_lora_adapters.join(',') : '';
+        m.waitingAdapters = this.loraEnabled ? s.lora.waiting_lora_adapters.join(',') : '';
+        m.preemptionsTotal = s.num_preemptions_total;
+        m.prefixQueriesTotal = s.prefix_cache_queries_total;
+        m.prefixHitsTotal = s.prefix_cache_hits_total;
+        m.promptTokensTotal = s.prompt_tokens_total;
+        m.generationTokensTotal = s.generation_tokens_total;
+        m.processStartSeconds = fleet.startSeconds[slot]!;
+        m.earliestCreatedSeconds = fleet.startSeconds[slot]!;
+        events = tracker.onGood(m, nowMs, 0);
+        // Half-open, as the poller: a good scrape gives a replica that data-plane failures took out another chance.
+        const dp = this.table.dataPlaneFailures(slot);
+        if (dp !== 0) this.table.clearDataPlaneFailuresIf(slot, dp);
+      }
+      this.table.write(slot, tracker.row);
+      if ((events & EVENT.RESTART) !== 0) {
+        // The gateway forgets what a restarted replica held (its prefix cache is empty).
+        this.restartsSeen++;
+        this.router.replicaReset(slot);
+      }
+    }
+  }
+}

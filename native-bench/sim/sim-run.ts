@@ -1,0 +1,283 @@
+// The discrete-event loop of one run: one MockEngine per replica of the pool on one VirtualClock, N simulated
+// gateways (each with its own registry view, ledger, router and policy) scraping them every
+// registry.scrape_interval_ms, the workload's arrivals spread over the gateways at random, kills and restarts
+// at their times, and the measurements of the requests that arrive after the warm-up.
+// Thread: the run's (main or a sweep worker). Everything is synchronous: virtual time costs only the events.
+import { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
+import { MockEngine } from '../../test/mock-replica/engine/engine.ts';
+import type { EngineOptions } from '../../test/mock-replica/engine/types.ts';
+import { ReplicaRow } from '../../src/registry/replica-table.ts';
+import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
+import { LiveRequest, type RequestSink } from './live-request.ts';
+import { RunMetrics, type RunFigures } from './metrics.ts';
+import { withPolicy } from './policies.ts';
+import { Prng } from './prng.ts';
+import type { FaultSpec, RunSpec } from './run-types.ts';
+import { SimGateway } from './sim-gateway.ts';
+import { makeWorkload, parseWorkload, runDurationMs } from './workloads.ts';
+import type { SimRequest, Workload } from './workload-types.ts';
+
+/** Share of each run's simulated time whose requests and samples are not measured. */
+export const WARMUP_SHARE = 0.1;
+/** After the last arrival, requests still streaming get at most this long before the run is cut. */
+export const DRAIN_MS = 30_000;
+/** process_start_time_seconds of an engine started at virtual time 0. */
+const EPOCH_SECONDS = 1.8e9;
+
+export interface RunState {
+  figures: RunFigures;
+  simulatedRequests: number;
+  restartsSeen: number;
+  admission: string;
+}
+
+export interface SimOptions {
+  pool: SimPool;
+  fleet: SimFleet;
+  policy: string;
+  workload: Workload;
+  durationMs: number;
+  gateways: number;
+  seed: number;
+  kills?: readonly FaultSpec[];
+  restarts?: readonly FaultSpec[];
+}
+
+export class FleetSim implements RequestSink {
+  readonly clock = new VirtualClock(0);
+  readonly engines: Array<MockEngine | null>;
+  readonly startSeconds: Float64Array;
+  readonly inflightTokens: Float64Array;
+  readonly gateways: SimGateway[] = [];
+  readonly metrics = new RunMetrics();
+  private readonly pool: SimPool;
+  private readonly engineOptions: EngineOptions;
+  private readonly workload: Workload;
+  private readonly durationMs: number;
+  private readonly warmupMs: number;
+  private readonly scrapeMs: number;
+  private readonly maxAttempts: number;
+  private readonly pick: Prng;
+  private readonly live = new Set<LiveRequest>();
+  private readonly row = new ReplicaRow();
+  /** Attempts sent again: cut before their first token, or refused by a dead replica. */
+  retries = 0;
+  private nextArrival: SimRequest | null = null;
+  private arrivalsDone = false;
+  private measuredLive = 0;
+  private simulated = 0;
+  /** Preemptions of engines that were replaced, so the counters survive a restart. */
+  private retiredPreemptions = 0;
+  private preemptionsAtWarmup = 0;
+
+  constructor(o: SimOptions) {
+    this.pool = o.pool;
+    this.workload = o.workload;
+    this.durationMs = o.durationMs;
+    this.warmupMs = WARMUP_SHARE * o.durationMs;
+    const cfg = withPolicy(o.fleet.config, o.policy);
+    this.scrapeMs = cfg.registry.scrape_interval_ms;
+    this.maxAttempts = cfg.upstream.max_attempts;
+    this.pick = new Prng(o.seed, 11);
+    const n = o.pool.replicas.length;
+    this.engineOptions = { profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters] };
+    this.engines = Array.from({ length: n }, () => new MockEngine(this.engineOptions, this.clock));
+    this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
+    this.inflightTokens = new Float64Array(n);
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock));
+    // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
+    // only after the first scrape of every replica).
+    for (const gw of this.gateways) {
+      const phase = (gw.index * this.scrapeMs) / o.gateways;
+      const tick = (): void => {
+        gw.scrape(this);
+        if (gw.index === 0) this.sample();
+        this.clock.setTimer(this.scrapeMs, tick);
+      };
+      this.clock.setTimer(phase, tick);
+    }
+    this.clock.setTimer(this.warmupMs, () => {
+      this.preemptionsAtWarmup = this.preemptionsNow();
+    });
+    this.clock.setTimer(this.durationMs, () => {
+      this.metrics.preemptions = this.preemptionsNow() - this.preemptionsAtWarmup;
+    });
+    for (const f of o.kills ?? []) this.clock.setTimer(f.atS * 1000, () => this.kill(this.slotOf(f.replica)));
+    for (const f of o.restarts ?? []) this.clock.setTimer(f.atS * 1000, () => this.restart(this.slotOf(f.replica)));
+    this.scheduleArrival();
+  }
+
+  now(): number {
+    return this.clock.now();
+  }
+
+  /** Runs to the end: every measured request settled, or the drain limit. */
+  run(): RunState {
+    const hardEnd = this.durationMs + DRAIN_MS;
+    this.clock.runUntil(() => (this.arrivalsDone && this.measuredLive === 0 && this.clock.now() >= this.durationMs) || this.clock.now() >= hardEnd);
+    // Requests still streaming at the cut are judged on what they produced so far.
+    for (const lr of [...this.live]) this.settle(lr, false);
+    for (const e of this.engines) e?.close();
+    let restartsSeen = 0;
+    for (const g of this.gateways) restartsSeen += g.restartsSeen;
+    return {
+      figures: this.metrics.figures(this.durationMs - this.warmupMs),
+      simulatedRequests: this.simulated,
+      restartsSeen,
+      admission: 'none: every request admitted (no admission controller on this build)',
+    };
+  }
+
+  private slotOf(replicaId: string): number {
+    const slot = this.pool.replicas.findIndex((r) => r.id === replicaId);
+    if (slot < 0) throw new RangeError(`no replica ${replicaId} in pool ${this.pool.id}`);
+    return slot;
+  }
+
+  private preemptionsNow(): number {
+    let n = this.retiredPreemptions;
+    for (const e of this.engines) if (e) n += e.stats().num_preemptions_total;
+    return n;
+  }
+
+  /** The replica's process dies: in-flight requests lose their connection, scrapes are refused. */
+  kill(slot: number): void {
+    const engine = this.engines[slot];
+    if (!engine) return;
+    this.retiredPreemptions += engine.stats().num_preemptions_total;
+    this.engines[slot] = null;
+    engine.close();
+  }
+
+  /** The replica comes back empty (a new process: new start time, empty prefix cache). */
+  restart(slot: number): void {
+    this.kill(slot);
+    this.startSeconds[slot] = EPOCH_SECONDS + this.clock.now() / 1000;
+    this.engines[slot] = new MockEngine(this.engineOptions, this.clock);
+  }
+
+  private scheduleArrival(): void {
+    const r = this.workload.next();
+    if (!r) {
+      this.arrivalsDone = true;
+      return;
+    }
+    this.nextArrival = r;
+    this.clock.setTimer(r.atMs - this.clock.now(), this.onArrival);
+  }
+
+  private readonly onArrival = (): void => {
+    const r = this.nextArrival!;
+    this.nextArrival = null;
+    this.arrive(r);
+    this.scheduleArrival();
+  };
+
+  private arrive(r: SimRequest): void {
+    this.simulated++;
+    const measured = r.atMs >= this.warmupMs && r.atMs < this.durationMs;
+    const gw = this.gateways.length === 1 ? this.gateways[0]! : this.gateways[this.pick.int(this.gateways.length)]!;
+    const lr = new LiveRequest(this, r, gw, this.pool.id, measured);
+    this.live.add(lr);
+    if (measured) {
+      this.metrics.offered++;
+      this.measuredLive++;
+      this.metrics.admitted++;
+    }
+    this.dispatch(lr);
+  }
+
+  retry(lr: LiveRequest): void {
+    this.retries++;
+    lr.tokens = 0;
+    this.dispatch(lr);
+  }
+
+  /** Routes and sends one attempt; a refused connection is retried at once on another replica. */
+  private dispatch(lr: LiveRequest): void {
+    const gw = lr.gw;
+    const bs = this.pool.blockSize;
+    const req = lr.req;
+    while (lr.attempts < this.maxAttempts) {
+      const res = gw.router.route(lr.route);
+      if (!res.ok) break;
+      lr.attempts++;
+      const d = res.decision;
+      const slot = res.slot;
+      const uncached = Math.max(0, req.promptTokens - d.cachedBlocks * bs);
+      lr.decision = d;
+      lr.slot = slot;
+      lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached);
+      lr.dispatchMs = this.clock.now();
+      gw.router.dispatched(lr.route, d);
+      const engine = this.engines[slot];
+      if (!engine) {
+        gw.dataPlaneFailure(slot);
+        gw.ledger.end(lr.entry);
+        gw.router.finished(lr.route, d, null, null);
+        lr.excluded.push(slot);
+        this.retries++;
+        continue;
+      }
+      gw.dataPlaneSuccess(slot);
+      this.inflightTokens[slot]! += req.promptTokens;
+      engine.add({
+        id: `${req.seq}.${lr.attempts}`, promptTokens: req.promptTokens, blockHashes: req.blockHashes,
+        outputTokens: req.outputTokens, finishReason: req.outputTokens === req.maxTokens ? 'length' : 'stop', adapter: req.adapter,
+      }, lr);
+      return;
+    }
+    this.settle(lr, false);
+  }
+
+  settle(lr: LiveRequest, finished: boolean): void {
+    if (lr.settled) return;
+    lr.settled = true;
+    this.live.delete(lr);
+    if (!lr.measured) return;
+    this.measuredLive--;
+    const m = this.metrics;
+    const ttft = lr.firstTokenMs - lr.req.atMs;
+    if (Number.isNaN(ttft) && !finished) m.failed++;
+    const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
+    const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
+    m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
+  }
+
+  /** KV use and in-flight balance as gateway 0 sees them at its scrape, during the measured window. */
+  private sample(): void {
+    const now = this.clock.now();
+    if (now < this.warmupMs || now >= this.durationMs) return;
+    const gw = this.gateways[0]!;
+    let kv = 0;
+    let up = 0;
+    let max = 0;
+    let sum = 0;
+    for (let slot = 0; slot < this.engines.length; slot++) {
+      if (!this.engines[slot]) continue;
+      if (gw.readRow(slot, this.row) && !Number.isNaN(this.row.kvUsage)) kv += this.row.kvUsage;
+      up++;
+      const t = this.inflightTokens[slot]!;
+      sum += t;
+      if (t > max) max = t;
+    }
+    if (up > 0) this.metrics.sample(kv / up, max, sum / up);
+  }
+}
+
+/** Builds and runs one sweep point. */
+export function simulateRun(spec: RunSpec): RunState {
+  const fleet = loadFleet(spec.fleet);
+  const pool = fleet.pools.find((p) => p.id === spec.pool);
+  if (!pool) throw new RangeError(`no pool ${spec.pool} in fleet ${spec.fleet}`);
+  const wk = parseWorkload(spec.workload);
+  const durationMs = runDurationMs(wk, spec.minutes, spec.traceSpeed);
+  // The workload's seed depends on the pool, not the policy: every policy at a load point sees the same requests.
+  const poolIndex = fleet.pools.indexOf(pool);
+  const workload = makeWorkload(wk, pool, { rps: spec.offeredRps ?? 0, speed: spec.traceSpeed, durationMs, seed: spec.seed * 1000 + poolIndex });
+  const sim = new FleetSim({
+    pool, fleet, policy: spec.policy, workload, durationMs, gateways: spec.gateways, seed: spec.seed,
+    kills: spec.kills, restarts: spec.restarts,
+  });
+  return sim.run();
+}

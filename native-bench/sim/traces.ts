@@ -1,0 +1,145 @@
+// Readers for the two public trace formats the simulator replays, and a Workload over their records.
+// Mooncake JSONL (kvcache-ai/Mooncake, FAST'25): timestamp (ms), input_length, output_length, hash_ids (one
+// prefix-chained id per 512-token block); each id expands to 32 chained 16-token block hashes, so requests
+// with equal ids share those blocks exactly. Azure CSV (Azure/AzurePublicDataset, Splitwise ISCA'24):
+// wall-clock TIMESTAMP, ContextTokens, GeneratedTokens; no content, so every prompt is distinct.
+// Thread: the run's. Setup reads the whole file once (a few MB); per request one Float64Array of hashes.
+import { readFileSync } from 'node:fs';
+import { chain53 } from './prng.ts';
+import type { PoolShape, SimRequest, Workload } from './workload-types.ts';
+
+/** Tokens per Mooncake hash id. */
+export const MOONCAKE_BLOCK_TOKENS = 512;
+
+export interface TraceRecord {
+  /** Milliseconds from the trace's first record. */
+  atMs: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Mooncake hash ids; null for a trace without prefix information. */
+  hashIds: number[] | null;
+}
+
+export function readMooncake(path: string): TraceRecord[] {
+  const out: TraceRecord[] = [];
+  const lines = readFileSync(path, 'utf8').split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line === '') continue;
+    let o: { timestamp?: unknown; input_length?: unknown; output_length?: unknown; hash_ids?: unknown };
+    try {
+      o = JSON.parse(line) as typeof o;
+    } catch {
+      throw new Error(`${path}:${i + 1}: not JSON`);
+    }
+    if (typeof o.timestamp !== 'number' || typeof o.input_length !== 'number' || typeof o.output_length !== 'number' || !Array.isArray(o.hash_ids)) {
+      throw new Error(`${path}:${i + 1}: expected timestamp, input_length, output_length, hash_ids`);
+    }
+    out.push({ atMs: o.timestamp, inputTokens: o.input_length, outputTokens: o.output_length, hashIds: o.hash_ids as number[] });
+  }
+  return out;
+}
+
+/** `2023-11-16 18:17:03.9799600` → milliseconds since the epoch (UTC; only differences are used). */
+function azureTimeMs(s: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$/.exec(s.trim());
+  if (!m) return Number.NaN;
+  return Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5])) + Number(m[6]) * 1000;
+}
+
+export function readAzure(path: string): TraceRecord[] {
+  const lines = readFileSync(path, 'utf8').split('\n');
+  const header = lines[0]?.trim().split(',') ?? [];
+  const ti = header.indexOf('TIMESTAMP');
+  const ci = header.indexOf('ContextTokens');
+  const gi = header.indexOf('GeneratedTokens');
+  if (ti < 0 || ci < 0 || gi < 0) throw new Error(`${path}: expected a TIMESTAMP,ContextTokens,GeneratedTokens header`);
+  const out: TraceRecord[] = [];
+  let t0 = Number.NaN;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (line === '') continue;
+    const f = line.split(',');
+    const t = azureTimeMs(f[ti] ?? '');
+    const input = Number(f[ci]);
+    const output = Number(f[gi]);
+    if (Number.isNaN(t) || !Number.isInteger(input) || !Number.isInteger(output)) throw new Error(`${path}:${i + 1}: bad record`);
+    if (Number.isNaN(t0)) t0 = t;
+    out.push({ atMs: t - t0, inputTokens: input, outputTokens: output, hashIds: null });
+  }
+  return out;
+}
+
+/** Full 16-token block hashes of a Mooncake prompt: id k covers blocks 32k .. 32k+31, chained through them all. */
+export function expandHashIds(hashIds: readonly number[], promptTokens: number, blockSize: number): Float64Array {
+  const perId = MOONCAKE_BLOCK_TOKENS / blockSize;
+  const blocks = Math.min(Math.floor(promptTokens / blockSize), hashIds.length * perId);
+  const out = new Float64Array(blocks);
+  let parent = 0;
+  for (let b = 0; b < blocks; b++) {
+    parent = chain53(parent, hashIds[Math.floor(b / perId)]!, b);
+    out[b] = parent;
+  }
+  return out;
+}
+
+/** Distinct content per request: a chain keyed by the record's index. */
+function distinctHashes(index: number, promptTokens: number, blockSize: number): Float64Array {
+  const blocks = Math.floor(promptTokens / blockSize);
+  const out = new Float64Array(blocks);
+  let parent = 0;
+  const key = 0x5eed0000 + index * 7919;
+  for (let b = 0; b < blocks; b++) {
+    parent = chain53(parent, key, b);
+    out[b] = parent;
+  }
+  return out;
+}
+
+/** Span of a trace in ms (last arrival). */
+export function traceSpanMs(records: readonly TraceRecord[]): number {
+  return records.length === 0 ? 0 : records[records.length - 1]!.atMs;
+}
+
+/**
+ * Replays records in timestamp order, times divided by `speed`, up to `durationMs`. Lengths are clipped to
+ * what the pool accepts (prompt + output ≤ max model length); max_tokens is the recorded output length.
+ */
+export class TraceWorkload implements Workload {
+  readonly name: string;
+  private readonly records: readonly TraceRecord[];
+  private readonly pool: PoolShape;
+  private readonly speed: number;
+  private readonly durationMs: number;
+  private i = 0;
+  /** Records whose lengths were clipped to fit the pool. */
+  clipped = 0;
+
+  constructor(name: string, records: readonly TraceRecord[], pool: PoolShape, speed: number, durationMs: number) {
+    this.name = name;
+    this.records = records;
+    this.pool = pool;
+    this.speed = speed;
+    this.durationMs = durationMs;
+  }
+
+  next(): SimRequest | null {
+    const r = this.records[this.i];
+    if (!r) return null;
+    const atMs = r.atMs / this.speed;
+    if (atMs >= this.durationMs) return null;
+    const seq = this.i++;
+    const max = this.pool.maxModelLen;
+    let output = Math.max(1, Math.min(r.outputTokens, max - 1));
+    let prompt = Math.max(1, r.inputTokens);
+    if (prompt + output > max) {
+      prompt = max - output;
+      this.clipped++;
+    }
+    if (output !== r.outputTokens) this.clipped++;
+    output = Math.max(1, output);
+    const bs = this.pool.blockSize;
+    const blockHashes = r.hashIds ? expandHashIds(r.hashIds, prompt, bs) : distinctHashes(seq, prompt, bs);
+    return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens: output, blockHashes, replyHashes: null };
+  }
+}

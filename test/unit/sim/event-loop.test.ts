@@ -1,0 +1,101 @@
+// The simulator's event loop on a fleet small enough to work out by hand: one or two `tiny` replicas, a
+// handful of requests at chosen times, the TTFT and prefix hits they must get.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseConfig } from '../../../src/config/load.ts';
+import { fleetFromConfig } from '../../../native-bench/sim/fleet.ts';
+import { chain53 } from '../../../native-bench/sim/prng.ts';
+import { FleetSim } from '../../../native-bench/sim/sim-run.ts';
+import type { SimRequest, Workload } from '../../../native-bench/sim/workload-types.ts';
+import { decodeStepMs, idlePrefillMs, PROFILES } from '../../../test/mock-replica/engine/profiles.ts';
+
+const tiny = PROFILES.tiny;
+
+function tinyFleet(replicas: number, policy: 'round-robin' | 'least-outstanding-tokens') {
+  return fleetFromConfig('tiny', parseConfig({
+    routing: { policy },
+    pools: [{
+      id: 't', model: 'tiny-model', mock_profile: 'tiny', max_context_tokens: 2048,
+      replicas: Array.from({ length: replicas }, (_, i) => ({ id: `t-${i + 1}`, url: `http://t-${i + 1}.sim:8000` })),
+    }],
+  }));
+}
+
+function hashes(key: number, blocks: number): Float64Array {
+  const out = new Float64Array(blocks);
+  let parent = 0;
+  for (let i = 0; i < blocks; i++) out[i] = parent = chain53(parent, key, i);
+  return out;
+}
+
+class ListWorkload implements Workload {
+  readonly name = 'list';
+  private i = 0;
+  constructor(private readonly reqs: SimRequest[]) {}
+  next(): SimRequest | null {
+    return this.reqs[this.i++] ?? null;
+  }
+}
+
+function req(seq: number, atMs: number, prompt: number, output: number, key: number): SimRequest {
+  return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens: output, blockHashes: hashes(key, Math.floor(prompt / 16)), replyHashes: null };
+}
+
+function run(replicas: number, policy: 'round-robin' | 'least-outstanding-tokens', reqs: SimRequest[]) {
+  const fleet = tinyFleet(replicas, policy);
+  const sim = new FleetSim({ pool: fleet.pools[0]!, fleet, policy, workload: new ListWorkload(reqs), durationMs: 1000, gateways: 1, seed: 1 });
+  return sim.run().figures;
+}
+
+test('a lone request: TTFT is the idle prefill, TPOT the batch-1 decode step', () => {
+  const f = run(1, 'round-robin', [req(0, 500, 100, 5, 7)]);
+  assert.equal(f.offered, 1);
+  assert.equal(f.completed, 1);
+  assert.equal(f.met, 1);
+  assert.ok(Math.abs(f.ttftP50 - idlePrefillMs(tiny, 100)) < 1e-9, `ttft ${f.ttftP50}`);
+  // Decode steps after the first token read 100..103 tokens of context: the mean of those four steps.
+  let sum = 0;
+  for (let ctx = 100; ctx < 104; ctx++) sum += decodeStepMs(tiny, 1, ctx);
+  assert.ok(Math.abs(f.tpotP95 - sum / 4) < 1e-9, `tpot ${f.tpotP95}`);
+  assert.equal(f.hitMeasured, 0);
+});
+
+test('the warm-up is not measured: a request in the first 10 % of the run counts nowhere', () => {
+  const f = run(1, 'round-robin', [req(0, 50, 100, 5, 7), req(1, 500, 100, 5, 8)]);
+  assert.equal(f.offered, 1);
+  assert.equal(f.completed, 1);
+});
+
+test('a repeated prompt on the same replica hits every full block but the last token\'s', () => {
+  // 160 tokens = 10 full blocks; the engine caches floor(min(160, 159) / 16) * 16 = 144 of the second.
+  const f = run(1, 'round-robin', [req(0, 200, 160, 2, 9), req(1, 400, 160, 2, 9)]);
+  assert.equal(f.completed, 2);
+  assert.ok(Math.abs(f.hitMeasured - 144 / 320) < 1e-12, `hit ${f.hitMeasured}`);
+  // The second prefill is 16 tokens instead of 160.
+  assert.ok(f.ttftP50 < idlePrefillMs(tiny, 160));
+});
+
+test('round robin sends the repeat to the other replica: no hit', () => {
+  const f = run(2, 'round-robin', [req(0, 200, 160, 2, 9), req(1, 400, 160, 2, 9)]);
+  assert.equal(f.completed, 2);
+  assert.equal(f.hitMeasured, 0);
+  assert.equal(f.hitPredicted, 0);
+});
+
+test('a killed replica: requests on it before their first token are retried elsewhere, and routing avoids it', () => {
+  const fleet = tinyFleet(2, 'round-robin');
+  // 1,000-token prompts take four 256-token prefill steps (~14 ms); t-1 dies at 300 ms inside the first
+  // request's prefill. That request is retried on t-2. Round robin's cursor keeps turning, so the requests
+  // at 310 and 320 ms are each sent to t-1 first (up in the registry until two scrapes fail), refused, and
+  // retried at once on t-2; the second refusal is the data plane's second failure, which takes t-1 out of
+  // rotation, so the request at 600 ms goes straight to t-2.
+  const reqs = [req(0, 299.99, 1000, 2, 1), req(1, 310, 1000, 2, 2), req(2, 320, 1000, 2, 3), req(3, 600, 1000, 2, 4)];
+  const sim = new FleetSim({ pool: fleet.pools[0]!, fleet, policy: 'round-robin', workload: new ListWorkload(reqs), durationMs: 1000, gateways: 1, seed: 1, kills: [{ replica: 't-1', atS: 0.3 }] });
+  const f = sim.run().figures;
+  assert.equal(f.offered, 4);
+  assert.equal(f.completed, 4);
+  assert.equal(f.failed, 0);
+  assert.equal(sim.retries, 3);
+  // The retried request restarted its prefill from scratch on t-2 at 300 ms.
+  assert.ok(f.ttftP99 > idlePrefillMs(tiny, 1000));
+});
