@@ -81,10 +81,9 @@ export class LiveRequest implements EngineRequestEvents {
       }
       return;
     }
-    // The engine caches reply blocks under hashes of its own (salted per request), not under the
-    // conversation's chain, so no reply hashes are reported: the router must not predict hits the engine
-    // will not have.
-    this.gw.router.finished(this.route, this.decision!, this.cachedTokens, null);
+    // The engine cached the reply's blocks under the conversation's chain (the spec's outputBlockHashes),
+    // as vLLM caches a finished sequence: the router learns them as the pipeline reports them.
+    this.gw.router.finished(this.route, this.decision!, this.cachedTokens, this.req.replyHashes);
     sink.settle(this, true);
   }
 }

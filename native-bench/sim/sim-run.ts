@@ -224,6 +224,7 @@ export class FleetSim implements RequestSink {
       engine.add({
         id: `${req.seq}.${lr.attempts}`, promptTokens: req.promptTokens, blockHashes: req.blockHashes,
         outputTokens: req.outputTokens, finishReason: req.outputTokens === req.maxTokens ? 'length' : 'stop', adapter: req.adapter,
+        ...(req.replyHashes ? { outputBlockHashes: req.replyHashes } : {}),
       }, lr);
       return;
     }
