@@ -60,7 +60,8 @@ export const configSchema = z.strictObject({
     connect_timeout_ms: z.number().int().positive().default(2000),
     first_token_timeout_ms: z.number().int().positive().default(60000),
     max_attempts: z.number().int().min(1).max(10).default(3),
-    connections_per_replica: z.number().int().positive().default(128),
+    /** Sockets per replica. Above vLLM's default max_num_seqs on every GPU (256 on A100, 1,024 on H100), so it never limits a batch: admission does (src/admission/README.md). */
+    connections_per_replica: z.number().int().positive().default(1024),
     /** Whole-response deadline for non-streaming requests (their headers come only at the end). */
     request_timeout_ms: z.number().int().positive().default(600000),
   }).prefault({}),
@@ -78,7 +79,22 @@ export const configSchema = z.strictObject({
   tenants: z.array(tenantSchema).default([]),
   admission: z.strictObject({
     headroom_ratio: z.number().min(0).max(0.9).default(0.15),
-    max_queue_ms: z.number().int().min(0).default(2000),
+    /** No request waits in the admission queue longer than this, whatever its tier (caps queue_ms_by_tier). */
+    max_queue_ms: z.number().int().min(0).default(10000),
+    /** Longest wait in the admission queue per SLA tier; the queue is ordered by the deadline this gives. */
+    queue_ms_by_tier: z.strictObject({
+      premium: z.number().int().min(0).default(1000),
+      standard: z.number().int().min(0).default(2000),
+      batch: z.number().int().min(0).default(10000),
+    }).prefault({}),
+    /** End-to-end allowance per tier: a request whose max_tokens × tpot_target_ms eats into it queues less. */
+    end_to_end_ms_by_tier: z.strictObject({
+      premium: z.number().int().positive().default(60000),
+      standard: z.number().int().positive().default(120000),
+      batch: z.number().int().positive().default(600000),
+    }).prefault({}),
+    /** The decode-step (TPOT) target: deadlines, and the drain-rate estimate before any request has completed. */
+    tpot_target_ms: z.number().positive().default(50),
     max_queued_requests: z.number().int().min(0).default(1024),
     stale_ms: z.number().int().positive().default(5000),
   }).prefault({}),

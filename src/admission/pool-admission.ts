@@ -1,0 +1,376 @@
+// Admission control for one pool: admit, queue or shed each request, and dispatch queued ones the moment
+// room appears. The rules (src/admission/README.md has them with examples):
+//   need  = prompt + max_tokens × n − the chosen replica's predicted cached prompt blocks × block size
+//   room  = the pool's free KV beyond the headroom (pool-budget.ts) − the needs queued ahead of this request
+//   admit when the router's choice fits (decision.fits; fewer than connections_per_replica of this
+//         gateway's requests in flight there; and, its row fresh, room for `need` beyond its own headroom:
+//         a replica failing either is excluded and the router asked again) AND room ≥ need; otherwise
+//         queue, ordered by deadline (deadline.ts);
+//   shed  (429 server_overloaded, Retry-After = estimated drain time) when the queue is full, when the
+//         estimated wait already exceeds the request's allowance, or when its deadline passes in the queue.
+//   A request larger than every replica's whole KV gets 400 context_length_exceeded at once.
+// The pump re-routes from the head when a request on this pool ends (released), at every scrape interval
+// while the queue is non-empty, and when a queued request leaves; an entry that does not fit keeps its
+// tokens reserved, so smaller ones behind it may use what is left but never what it waits for.
+// Callbacks (`done`) run synchronously inside acquire/pump/cancel, and the caller records its dispatch in the
+// ledger before returning: the next decision, in the same pump, sees it (connection count, KV estimate).
+// Thread: the acceptor. No I/O; every wait goes through the injected Clock (virtual in the simulator).
+import type { Rejection } from '../errors/gateway-error.ts';
+import { LEDGER_INFLIGHT } from '../registry/inflight-ledger.ts';
+import type { RouteResult } from '../router/route.ts';
+import type { FleetView, RouteRequest } from '../router/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { queueAllowanceMs } from './deadline.ts';
+import { DeadlineQueue, type QueuedEntry } from './deadline-queue.ts';
+import { DrainRate } from './drain-rate.ts';
+import { PoolBudget, type PoolBudgetReader } from './pool-budget.ts';
+import type { AdmissionConfig, AdmissionDone, AdmissionMetrics, AdmissionRequest, RouteStep, ShedReason } from './types.ts';
+
+/** What every pool's controller shares; the mutable fields change on config reload. */
+export interface AdmissionDeps {
+  readonly fleet: FleetView;
+  readonly budget: PoolBudgetReader;
+  readonly clock: Clock;
+  readonly metrics: AdmissionMetrics | null;
+  cfg: AdmissionConfig;
+  router: RouteStep;
+  /** upstream.connections_per_replica: this gateway's in-flight requests per replica never exceed it. */
+  connectionsPerReplica: number;
+  /** How often a non-empty queue re-reads the fleet (the registry's scrape interval), ms. */
+  pollMs: number;
+}
+
+/** One request's place in admission: returned by acquire, passed to cancel. */
+export class AdmissionTicket implements QueuedEntry {
+  readonly req: AdmissionRequest;
+  readonly done: AdmissionDone;
+  readonly arrivedMs: number;
+  readonly allowanceMs: number;
+  readonly deadlineMs: number;
+  readonly seq: number;
+  needTokens: number;
+  /** `done` has been called. */
+  settled = false;
+  queued = false;
+
+  constructor(req: AdmissionRequest, done: AdmissionDone, arrivedMs: number, allowanceMs: number, seq: number, needTokens: number) {
+    this.req = req;
+    this.done = done;
+    this.arrivedMs = arrivedMs;
+    this.allowanceMs = allowanceMs;
+    this.deadlineMs = arrivedMs + allowanceMs;
+    this.seq = seq;
+    this.needTokens = needTokens;
+  }
+}
+
+type Fit = (RouteResult & { ok: true }) | { ok: false; reason: 'no_healthy_replica' | 'all_tried' | 'full' };
+const FULL: Fit = { ok: false, reason: 'full' };
+
+let ticketSeq = 0;
+
+export class PoolAdmission {
+  readonly poolId: string;
+  private readonly deps: AdmissionDeps;
+  private readonly queue = new DeadlineQueue<AdmissionTicket>();
+  private readonly drain = new DrainRate();
+  private readonly b = new PoolBudget();
+  /** Admitted and not yet released: the pool is busy while > 0 (the drain rate counts busy time only). */
+  private inflight = 0;
+  private timer: unknown = null;
+  private timerAt = 0;
+  private pumping = false;
+  private pumpAgain = false;
+  private readonly snapshot: AdmissionTicket[] = [];
+  private readonly excluded: number[] = [];
+
+  constructor(poolId: string, deps: AdmissionDeps) {
+    this.poolId = poolId;
+    this.deps = deps;
+  }
+
+  get queueDepth(): number {
+    return this.queue.length;
+  }
+
+  get queuedTokens(): number {
+    return this.queue.queuedTokens;
+  }
+
+  get inflightCount(): number {
+    return this.inflight;
+  }
+
+  acquire(req: AdmissionRequest, done: AdmissionDone): AdmissionTicket {
+    const deps = this.deps;
+    const cfg = deps.cfg;
+    const now = deps.clock.now();
+    const r = req.route;
+    const outputTokens = r.maxTokens * req.n;
+    const t = new AdmissionTicket(req, done, now, queueAllowanceMs(cfg, req.tier, outputTokens), ticketSeq = (ticketSeq + 1) | 0, r.promptTokens + outputTokens);
+    const b = this.readBudget();
+    // NaN (no member reports its size) compares false: the check is skipped rather than guessed.
+    if (r.promptTokens + r.maxTokens > b.wholeMaxTokens) {
+      this.settle(t, { kind: 'rejected', rejection: tooLarge(req, b.wholeMaxTokens), shed: null, queuedMs: 0 });
+      return t;
+    }
+    const fit = this.routeFitting(req);
+    if (!fit.ok && fit.reason !== 'full') {
+      this.settle(t, { kind: 'unroutable', reason: fit.reason, queuedMs: 0 });
+      return t;
+    }
+    const ahead = this.queue.tokensAhead(t.deadlineMs);
+    const room = this.room(b) - ahead;
+    if (fit.ok) {
+      t.needTokens = needOf(req, fit.decision.cachedBlocks);
+      if (room >= t.needTokens) {
+        this.admit(t, fit, 0);
+        return t;
+      }
+    }
+    if (this.queue.length >= cfg.max_queued_requests) {
+      const short = this.queue.queuedTokens + t.needTokens - this.room(b);
+      return this.shed(t, 'queue_full', this.waitMs(short, t.needTokens, now), 0);
+    }
+    const waitMs = this.waitMs(t.needTokens - room, t.needTokens, now);
+    if (waitMs > t.allowanceMs) return this.shed(t, 'wait_exceeds_deadline', waitMs, 0);
+    t.queued = true;
+    this.queue.insert(t);
+    deps.metrics?.admission(this.poolId, 'queued');
+    this.arm(now);
+    return t;
+  }
+
+  /** The client left: a queued request leaves at once and `done` gets 'cancelled'; otherwise nothing. */
+  cancel(t: AdmissionTicket): void {
+    if (!t.queued) return;
+    this.dequeue(t);
+    this.settle(t, { kind: 'cancelled', queuedMs: this.deps.clock.now() - t.arrivedMs });
+    this.pump();
+  }
+
+  /** An admitted request ended (any outcome) and gave back `tokens` of reservation. */
+  released(tokens: number): void {
+    const now = this.deps.clock.now();
+    this.drain.observe(now, tokens);
+    if (this.inflight > 0 && --this.inflight === 0) this.drain.setBusy(now, false);
+    this.pump();
+  }
+
+  /** Admits what now fits, from the head; sheds entries whose deadline passed. Re-entrant calls fold in. */
+  pump(): void {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        this.pumpOnce();
+      } while (this.pumpAgain);
+    } finally {
+      this.pumping = false;
+    }
+    this.arm(this.deps.clock.now());
+  }
+
+  /** KV tokens a new request with the latest deadline could take now: the room less everything queued. */
+  roomTokens(): number {
+    return this.room(this.readBudget()) - this.queue.queuedTokens;
+  }
+
+  /** Tokens per second this pool frees: learned from completions, else the decode-throughput fallback. */
+  drainPerSecond(now: number, b: PoolBudget = this.readBudget()): number {
+    const learned = this.drain.tokensPerSecond(now);
+    return Number.isNaN(learned) ? b.decodeDrainPerSecond : learned;
+  }
+
+  private pumpOnce(): void {
+    if (this.queue.length === 0) return;
+    const now = this.deps.clock.now();
+    const b = this.readBudget();
+    const entries = this.queue.snapshot(this.snapshot);
+    let room = this.room(b);
+    // No live member: route every entry, so that each learns it is unroutable instead of waiting it out.
+    const noneLive = b.live === 0;
+    /** Σ needs of the entries still queued before the current one (for a shed entry's honest Retry-After). */
+    let before = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (!e.queued) continue; // settled by a callback earlier in this walk
+      if (e.deadlineMs <= now) {
+        this.dequeue(e);
+        this.shed(e, 'deadline_passed', this.waitMs(before + e.needTokens - this.room(b), e.needTokens, now), now - e.arrivedMs);
+        continue;
+      }
+      // Deadline order: every later entry is unexpired too, and with no room left none of them can go.
+      if (room <= 0 && !noneLive) break;
+      if (room < e.needTokens && !noneLive) {
+        room -= e.needTokens;
+        before += e.needTokens;
+        continue;
+      }
+      const fit = this.routeFitting(e.req);
+      if (!fit.ok) {
+        if (fit.reason !== 'full') {
+          this.dequeue(e);
+          this.settle(e, { kind: 'unroutable', reason: fit.reason, queuedMs: now - e.arrivedMs });
+          continue;
+        }
+        room -= e.needTokens;
+        before += e.needTokens;
+        continue;
+      }
+      this.queue.setNeed(e, needOf(e.req, fit.decision.cachedBlocks));
+      if (room < e.needTokens) {
+        room -= e.needTokens;
+        before += e.needTokens;
+        continue;
+      }
+      room -= e.needTokens;
+      this.dequeue(e);
+      this.admit(e, fit, now - e.arrivedMs);
+    }
+    entries.length = 0;
+  }
+
+  /**
+   * The router's choice, re-asked without replicas at their connection cap (this gateway's in-flight
+   * requests there, from the ledger): past the cap a request would wait for a socket inside the upstream
+   * client with no byte sent, the silent queue admission exists to replace. 'full' when every healthy,
+   * untried replica is at its cap, or the policy says its choice does not fit (decision.fits).
+   */
+  private routeFitting(a: AdmissionRequest): Fit {
+    const deps = this.deps;
+    const req = a.route;
+    let r = deps.router.route(req);
+    if (!r.ok) return r;
+    if (!this.takes(r.slot, a, r.decision.cachedBlocks)) {
+      const excl = this.excluded;
+      excl.length = 0;
+      for (let i = 0; i < req.excluded.length; i++) excl.push(req.excluded[i]!);
+      // One object per re-route, only when the first choice cannot take the request.
+      const again: RouteRequest = { ...req, excluded: excl };
+      do {
+        excl.push(r.slot);
+        r = deps.router.route(again);
+      } while (r.ok && !this.takes(r.slot, a, r.decision.cachedBlocks));
+      excl.length = 0;
+      if (!r.ok) return r.reason === 'no_healthy_replica' ? r : FULL;
+    }
+    return r.decision.fits ? r : FULL;
+  }
+
+  /**
+   * The replica can take the request now: fewer than connections_per_replica of this gateway's requests in
+   * flight there, and (when its row is fresh) room for the request beyond its headroom. The KV part repeats
+   * what the kv-aware policy checks itself, for the policies that do not look at KV at all.
+   */
+  private takes(slot: number, a: AdmissionRequest, cachedBlocks: number): boolean {
+    const deps = this.deps;
+    if (deps.fleet.ledger.get(slot, LEDGER_INFLIGHT) >= deps.connectionsPerReplica) return false;
+    return !(deps.budget.replicaRoom(slot, deps.cfg.headroom_ratio) < needOf(a, cachedBlocks));
+  }
+
+  private admit(t: AdmissionTicket, fit: RouteResult & { ok: true }, queuedMs: number): void {
+    if (this.inflight++ === 0) this.drain.setBusy(this.deps.clock.now(), true);
+    this.deps.metrics?.admission(this.poolId, 'admitted');
+    this.settle(t, { kind: 'admitted', slot: fit.slot, replicaId: fit.replicaId, decision: fit.decision, queuedMs });
+  }
+
+  private shed(t: AdmissionTicket, reason: ShedReason, waitMs: number, queuedMs: number): AdmissionTicket {
+    const retryAfterSeconds = this.retryAfterSeconds(waitMs);
+    this.deps.metrics?.admission(this.poolId, 'shed');
+    this.settle(t, { kind: 'rejected', rejection: overloaded(reason, retryAfterSeconds, t.allowanceMs, this.poolId, this.deps.cfg.max_queued_requests), shed: reason, queuedMs });
+    return t;
+  }
+
+  private settle(t: AdmissionTicket, o: Parameters<AdmissionDone>[0]): void {
+    if (t.settled) return;
+    t.settled = true;
+    t.done(o);
+  }
+
+  private dequeue(t: AdmissionTicket): void {
+    this.queue.remove(t);
+    t.queued = false;
+  }
+
+  /** Room beyond the headroom; unlimited when no live member reports a KV size but some answer fresh. */
+  private room(b: PoolBudget): number {
+    if (b.counted === 0 && b.sizeUnknown > 0) return Number.POSITIVE_INFINITY;
+    return b.roomTokens;
+  }
+
+  /**
+   * Estimated wait until `shortTokens` more are free, at the pool's drain rate. A request that is not
+   * short of KV but found no replica it fits (connections, the policy's fit) waits for about one request's
+   * worth (`needTokens`) to end. Infinity when the pool frees nothing anyone can measure.
+   */
+  private waitMs(shortTokens: number, needTokens: number, now: number): number {
+    const rate = this.drainPerSecond(now, this.b);
+    if (!(rate > 0)) return Number.POSITIVE_INFINITY;
+    return ((shortTokens > 0 ? shortTokens : needTokens) / rate) * 1000;
+  }
+
+  /** Whole seconds ≥ 1 from an estimated wait; with no estimate at all, the time rows take to go stale. */
+  private retryAfterSeconds(waitMs: number): number {
+    const ms = Number.isFinite(waitMs) ? waitMs : this.deps.cfg.stale_ms;
+    const s = Math.ceil(ms / 1000);
+    return s > 1 ? s : 1;
+  }
+
+  private readBudget(): PoolBudget {
+    const deps = this.deps;
+    return deps.budget.read(this.poolId, deps.cfg.headroom_ratio, deps.cfg.tpot_target_ms, this.b);
+  }
+
+  /** One timer per pool while its queue is non-empty: at the head's deadline or the next poll, whichever is first. */
+  private arm(now: number): void {
+    const clock = this.deps.clock;
+    const head = this.queue.at(0);
+    if (head === undefined) {
+      if (this.timer !== null) clock.clearTimer(this.timer);
+      this.timer = null;
+      return;
+    }
+    const poll = now + this.deps.pollMs;
+    const due = head.deadlineMs < poll ? head.deadlineMs : poll;
+    if (this.timer !== null) {
+      if (this.timerAt <= due) return;
+      clock.clearTimer(this.timer);
+    }
+    this.timerAt = due;
+    this.timer = clock.setTimer(due - now, () => {
+      this.timer = null;
+      this.pump();
+    });
+  }
+}
+
+function needOf(req: AdmissionRequest, cachedBlocks: number): number {
+  const r = req.route;
+  const output = r.maxTokens * req.n;
+  const uncached = r.promptTokens - cachedBlocks * req.blockSize;
+  return output + (uncached > 0 ? uncached : 0);
+}
+
+function tooLarge(req: AdmissionRequest, wholeTokens: number): Rejection {
+  const r = req.route;
+  const p = req.promptParam;
+  return {
+    code: 'context_length_exceeded',
+    param: p,
+    message: `This model's maximum context length is ${wholeTokens} tokens. However, you requested ${r.promptTokens + r.maxTokens} tokens (${r.promptTokens} in the ${p}, ${r.maxTokens} in the completion). Please reduce the length of the ${p} or completion.`,
+  };
+}
+
+function overloaded(reason: ShedReason, retryAfterSeconds: number, allowanceMs: number, poolId: string, maxQueued: number): Rejection {
+  const message = reason === 'queue_full'
+    ? `The admission queue of ${poolId} is full (${maxQueued} requests); it should drain in about ${retryAfterSeconds} s.`
+    : reason === 'deadline_passed'
+      ? `No room for this request on ${poolId} within its ${allowanceMs} ms queue allowance; estimated ${retryAfterSeconds} s until there is.`
+      : `No room for this request on ${poolId}: the estimated wait (${retryAfterSeconds} s) exceeds its ${allowanceMs} ms queue allowance.`;
+  return { code: 'server_overloaded', retryAfterSeconds, message };
+}
