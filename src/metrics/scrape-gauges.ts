@@ -14,6 +14,7 @@ export interface MetricSources {
   tokenizerQueueDepth?: () => number;
   inflight?: () => number;
   kvOccupancy?: () => Iterable<[pool: string, ratio: number]>;
+  admissionQueueDepth?: () => Iterable<[pool: string, depth: number]>;
 }
 
 export interface ScrapeGaugeContext {
@@ -59,6 +60,8 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
     'replica', ctx.replicas, () => ctx.sources().replicaUp, Math.min);
   labelled('gateway_pool_kv_occupancy_ratio', 'KV-cache block occupancy (0-1) of each pool, from the replica table.',
     'pool', ctx.pools, () => ctx.sources().kvOccupancy, Math.max);
+  labelled('gateway_admission_queue_depth', 'Requests waiting in the admission queue of each pool.',
+    'pool', ctx.pools, () => ctx.sources().admissionQueueDepth, (a, b) => a + b);
 
   const scalar = (name: string, help: string, pick: () => (() => number) | undefined): void => {
     const g: Gauge = new Gauge({
