@@ -63,17 +63,19 @@ export class CachedPromptEncoder {
 
   /**
    * The gateway's per-request call: the count and block hashes of encode(), without concatenating the
-   * segments' cached ids into one array (for a 1,800-token prompt, a 7 KB copy per request it never reads).
+   * segments' cached ids into one array (for a 1,800-token prompt, a 7 KB copy per request it never reads),
+   * and the ids after the last full block (a copy of fewer than blockSize ids: ≤ 64 bytes per request).
    */
   measure(work: PromptWork, shouldStop: (() => boolean) | null = null, segments: readonly string[] | null = null): MeasuredPrompt {
     if (work.kind === 'completion') {
       const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
-      return { promptTokens: tokens.length, blockHashes: blockHashes(tokens, work.blockSize, work.adapter) };
+      const tailStart = tokens.length - (tokens.length % work.blockSize);
+      return { promptTokens: tokens.length, blockHashes: blockHashes(tokens, work.blockSize, work.adapter), tailTokens: tokens.slice(tailStart) };
     }
     const { parts, blockHashes: hashes } = this.encodeChat(work, shouldStop, segments ?? this.render(work));
     let n = 0;
     for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
-    return { promptTokens: n, blockHashes: hashes };
+    return { promptTokens: n, blockHashes: hashes, tailTokens: lastTokens(parts, n % work.blockSize) };
   }
 
   /** Bytes held by the token and hash caches (estimates, see byte-lru.ts). */
@@ -137,6 +139,19 @@ export class CachedPromptEncoder {
     if (blocks === 0 || key === cachedKey || this.prefixes.get(key) !== undefined) return;
     this.prefixes.set(key, hashes.slice(0, blocks), 2 * key.length + 8 * blocks + ENTRY_OVERHEAD_BYTES);
   }
+}
+
+/** The last `count` ids of the concatenation of `parts`, copied (the parts are the cache's own arrays). */
+function lastTokens(parts: readonly Uint32Array[], count: number): Uint32Array {
+  const out = new Uint32Array(count);
+  let need = count;
+  for (let p = parts.length - 1; p >= 0 && need > 0; p--) {
+    const part = parts[p]!;
+    const take = Math.min(need, part.length);
+    out.set(part.subarray(part.length - take), need - take);
+    need -= take;
+  }
+  return out;
 }
 
 /** Tokens in the first `c` segments. */

@@ -10,7 +10,7 @@ import {
   type WorkerTask,
 } from './protocol.ts';
 import { ChatTemplateError } from './chat-template.ts';
-import { AbortError, type PromptWork, type TokenizerName } from './types.ts';
+import { AbortError, type PromptWork, type ReplyWork, type TokenizerName } from './types.ts';
 import { workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
@@ -41,6 +41,7 @@ export function transferResult(view: Float64Array): unknown {
 export interface PoolOutcome {
   promptTokens: number;
   blockHashes: Float64Array;
+  tailTokens: Uint32Array;
 }
 
 export interface PoolCounters {
@@ -114,10 +115,13 @@ export class TokenizePool {
           signal?.removeEventListener('abort', onAbort);
           const result = raw as Float64Array;
           switch (result[RESULT_STATUS] as ResultStatus) {
-            case ResultStatus.ok:
+            case ResultStatus.ok: {
               this.counters.completed++;
-              resolve({ promptTokens: result[RESULT_PROMPT_TOKENS] as number, blockHashes: result.subarray(RESULT_HEADER) });
+              const promptTokens = result[RESULT_PROMPT_TOKENS] as number;
+              const tailEnd = RESULT_HEADER + (promptTokens % work.blockSize);
+              resolve({ promptTokens, blockHashes: result.subarray(tailEnd), tailTokens: Uint32Array.from(result.subarray(RESULT_HEADER, tailEnd)) });
               return;
+            }
             case ResultStatus.skipped:
               this.counters.skipped++;
               reject(new AbortError());
@@ -138,6 +142,11 @@ export class TokenizePool {
         },
       );
     });
+  }
+
+  /** A finished reply's block hashes (reply-hashes.ts), computed by a worker; not cancellable, not counted. */
+  async replyHashes(work: ReplyWork): Promise<Float64Array> {
+    return await this.piscina.run({ type: 'reply', work, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }) as Float64Array;
   }
 
   async close(): Promise<void> {

@@ -10,8 +10,9 @@
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
+import { replyBlockHashes } from './reply-hashes.ts';
 import { getTokenizer } from './tokenizer.ts';
-import { AbortError, type ChatMessage, type PromptWork, type TokenizerName } from './types.ts';
+import { AbortError, type ChatMessage, type PromptWork, type ReplyWork, type TokenizerName } from './types.ts';
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
 export interface TokenizeRequest {
@@ -29,6 +30,20 @@ export interface TokenizeResult {
   promptTokens: number;
   /** One per full block of pool.block_size tokens, chained; integers below 2^53. */
   blockHashes: Float64Array;
+  /** The ids after the last full block (fewer than pool.block_size): where the reply's blocks begin. */
+  tailTokens: Uint32Array;
+}
+
+/** A finished reply whose blocks the replica now caches after its prompt's (see reply-hashes.ts). */
+export interface ReplyHashRequest {
+  pool: PoolConfig;
+  kind: 'chat' | 'completion';
+  adapter: string | null;
+  /** The request's own tokenize result. */
+  prompt: Pick<TokenizeResult, 'blockHashes' | 'tailTokens'>;
+  /** The reply's text as the client received it. */
+  replyText: string;
+  finishReason: 'stop' | 'length';
 }
 
 export interface PromptTokenizerOptions {
@@ -45,6 +60,9 @@ export interface PromptTokenizerStats extends PoolCounters {
   pooled: number;
   /** Pool tasks a worker is encoding right now. */
   running: number;
+  /** replyHashes() calls hashed inline / on a worker. */
+  replyInline: number;
+  replyPooled: number;
 }
 
 export class PromptTokenizer {
@@ -54,6 +72,8 @@ export class PromptTokenizer {
   private readonly inlineObserver: { observe(seconds: number): void } | null;
   private inlineCount = 0;
   private pooledCount = 0;
+  private replyInlineCount = 0;
+  private replyPooledCount = 0;
 
   private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizePool | null, inlineObserver: PromptTokenizerOptions['inlineObserver']) {
     this.inlineMaxChars = pool === null ? Number.POSITIVE_INFINITY : cfg.inline_max_chars;
@@ -117,6 +137,36 @@ export class PromptTokenizer {
     return this.pool.run(work, signal);
   }
 
+  /**
+   * Hashes of the reply's full blocks that the replica computed, continuing the prompt's chain (block i is
+   * block prompt.blockHashes.length + i of the next turn's prompt). Inline up to inline_max_chars of reply
+   * text, as prompts are (a 300-token reply: tens of µs); above it on a worker.
+   */
+  replyHashes(req: ReplyHashRequest): Promise<Float64Array> {
+    const hashes = req.prompt.blockHashes;
+    const work: ReplyWork = {
+      tokenizer: req.pool.tokenizer,
+      template: req.pool.chat_template,
+      blockSize: req.pool.block_size,
+      kind: req.kind,
+      adapter: req.adapter,
+      parentHash: hashes.length > 0 ? hashes[hashes.length - 1]! : null,
+      tailTokens: req.prompt.tailTokens,
+      replyText: req.replyText,
+      finishReason: req.finishReason,
+    };
+    if (this.pool === null || req.replyText.length <= this.inlineMaxChars) {
+      this.replyInlineCount++;
+      try {
+        return Promise.resolve(replyBlockHashes(work));
+      } catch (err) {
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+    this.replyPooledCount++;
+    return this.pool.replyHashes(work);
+  }
+
   /** Pool tasks waiting for a worker (0 with no pool); inline work never queues. */
   queueDepth(): number {
     return this.pool?.queued() ?? 0;
@@ -124,7 +174,10 @@ export class PromptTokenizer {
 
   stats(): PromptTokenizerStats {
     const counters = this.pool?.counters ?? { completed: 0, skipped: 0, stopped: 0 };
-    return { ...counters, inline: this.inlineCount, pooled: this.pooledCount, running: this.pool?.running() ?? 0 };
+    return {
+      ...counters, inline: this.inlineCount, pooled: this.pooledCount, running: this.pool?.running() ?? 0,
+      replyInline: this.replyInlineCount, replyPooled: this.replyPooledCount,
+    };
   }
 
   async close(): Promise<void> {

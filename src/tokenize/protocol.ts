@@ -2,12 +2,14 @@
 // Thread: both sides import these types and constants; nothing here runs on its own.
 // A task carries the work description (small: messages or prompt text, pool's tokenizer/template/block
 // size, adapter) and a 4-byte SharedArrayBuffer cancel cell. The result is one Float64Array, transferred
-// rather than cloned: [status, promptTokens, ...blockHashes] (token counts and 53-bit hashes are exact
-// doubles). Cancellation is cooperative: the worker claims the cell before starting (a task cancelled
+// rather than cloned: [status, promptTokens, ...tailTokens, ...blockHashes], the tail being the
+// promptTokens mod blockSize ids after the last full block (token ids, counts and 53-bit hashes are exact
+// doubles). A reply task (reply-hashes.ts) has no cancel cell and returns the bare hashes, transferred.
+// Cancellation is cooperative: the worker claims the cell before starting (a task cancelled
 // while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
 // AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
 // throw away the worker's caches and cost a ~1 s tokenizer rebuild.
-import type { PromptWork, TokenizerName } from './types.ts';
+import type { PromptWork, ReplyWork, TokenizerName } from './types.ts';
 
 export interface TokenizeTask {
   type: 'tokenize';
@@ -27,7 +29,15 @@ export interface WarmupTask {
   metricsChannel: string | null;
 }
 
-export type WorkerTask = TokenizeTask | WarmupTask;
+/** A finished reply's block hashes; small and off the client's path, so it is never cancelled. */
+export interface ReplyTask {
+  type: 'reply';
+  work: ReplyWork;
+  cacheBytes: number;
+  metricsChannel: string | null;
+}
+
+export type WorkerTask = TokenizeTask | WarmupTask | ReplyTask;
 
 /** The task's cell: main sets cancelled at any time; the worker moves pending → running when it starts. */
 export const CancelState = { pending: 0, cancelled: 1, running: 2 } as const;
@@ -43,7 +53,7 @@ export const ResultStatus = {
 } as const;
 export type ResultStatus = (typeof ResultStatus)[keyof typeof ResultStatus];
 
-/** Index of the status and the prompt token count in a result array; hashes follow. */
+/** Index of the status and the prompt token count in a result array; the tail's ids, then the hashes follow. */
 export const RESULT_STATUS = 0;
 export const RESULT_PROMPT_TOKENS = 1;
 export const RESULT_HEADER = 2;

@@ -60,10 +60,32 @@ export interface EncodedPrompt {
   blockHashes: Float64Array;
 }
 
-/** What routing and quotas need: the count and the hashes, without the token ids themselves. */
+/**
+ * What routing and quotas need: the count and the hashes, without the token ids themselves; and the ids after
+ * the last full block, so the reply's blocks can be hashed later, continuing the chain (reply-hashes.ts).
+ */
 export interface MeasuredPrompt {
   promptTokens: number;
   blockHashes: Float64Array;
+  /** The prompt's last promptTokens mod blockSize ids (fewer than blockSize; a copy, not a view). */
+  tailTokens: Uint32Array;
+}
+
+/** A finished reply, to hash its blocks after its prompt's (reply-hashes.ts). */
+export interface ReplyWork {
+  tokenizer: TokenizerName;
+  template: ChatTemplateName;
+  blockSize: number;
+  kind: 'chat' | 'completion';
+  /** LoRA adapter name: the block hashes' extra key, as for the prompt. */
+  adapter: string | null;
+  /** Hash of the prompt's last full block; null when the prompt has none. */
+  parentHash: number | null;
+  /** The prompt's ids after its last full block (MeasuredPrompt.tailTokens). */
+  tailTokens: ArrayLike<number>;
+  /** The reply's text as the client received it. */
+  replyText: string;
+  finishReason: 'stop' | 'length';
 }
 
 /** What an aborted tokenize rejects with: `err.name === 'AbortError'`, as fetch and undici use. */

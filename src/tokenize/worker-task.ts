@@ -1,12 +1,14 @@
 // The tokenize worker's task handler (workers/tokenize.worker.ts is its thin entry).
 // Thread: a Piscina worker; one handler, one CachedPromptEncoder and one set of tokenizers per worker.
 // Hot path: yes for prompts above tokenizer.inline_max_chars; the work is CachedPromptEncoder.measure().
+// Also finished replies above that size: replyBlockHashes() (off the client's path).
 // Returns a transferable Float64Array in the layout of protocol.ts.
 import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
 import { transferResult } from './pool.ts';
+import { replyBlockHashes } from './reply-hashes.ts';
 import {
   CancelState, RESULT_HEADER, RESULT_PROMPT_TOKENS, RESULT_STATUS, ResultStatus,
   type TokenizeTask, type WorkerTask,
@@ -39,12 +41,13 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
     setup(task);
     const startMs = performance.now();
     try {
-      const { promptTokens, blockHashes } = (encoder as CachedPromptEncoder).measure(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      const { promptTokens, blockHashes, tailTokens } = (encoder as CachedPromptEncoder).measure(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
       metrics?.tokenized((performance.now() - startMs) / 1000);
-      const out = new Float64Array(RESULT_HEADER + blockHashes.length);
+      const out = new Float64Array(RESULT_HEADER + tailTokens.length + blockHashes.length);
       out[RESULT_STATUS] = ResultStatus.ok;
       out[RESULT_PROMPT_TOKENS] = promptTokens;
-      out.set(blockHashes, RESULT_HEADER);
+      out.set(tailTokens, RESULT_HEADER);
+      out.set(blockHashes, RESULT_HEADER + tailTokens.length);
       return out;
     } catch (err) {
       if (err instanceof AbortError) return statusOnly(ResultStatus.stopped);
@@ -61,6 +64,9 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
         return true;
       case 'tokenize':
         return transferResult(runTokenize(task));
+      case 'reply':
+        setup(task);
+        return transferResult(replyBlockHashes(task.work));
     }
   };
 }

@@ -29,6 +29,8 @@ function check(encoder: CachedPromptEncoder, work: PromptWork, label: string): v
   const measured = encoder.measure(work);
   assert.equal(measured.promptTokens, want.tokens.length, `${label}: measured count`);
   assert.deepEqual(Array.from(measured.blockHashes), want.hashes, `${label}: measured hashes`);
+  const tailStart = want.tokens.length - (want.tokens.length % work.blockSize);
+  assert.deepEqual(Array.from(measured.tailTokens), want.tokens.slice(tailStart), `${label}: the ids after the last full block`);
   const got = encoder.encode(work);
   assert.deepEqual(Array.from(got.tokens), want.tokens, `${label}: tokens`);
   assert.deepEqual(Array.from(got.blockHashes), want.hashes, `${label}: hashes`);

@@ -43,14 +43,15 @@ function requests(): TokenizeRequest[] {
   return out;
 }
 
-function expected(req: TokenizeRequest): { promptTokens: number; blockHashes: number[] } {
+function expected(req: TokenizeRequest): { promptTokens: number; blockHashes: number[]; tailTokens: number[] } {
   const tok = getTiktokenTokenizer(req.pool.tokenizer);
   const tokens = req.kind === 'chat' ? chatPromptTokens(tok, req.pool.chat_template, req.messages ?? []) : completionPromptTokens(tok, req.prompt ?? '');
-  return { promptTokens: tokens.length, blockHashes: Array.from(blockHashes(tokens, req.pool.block_size, req.adapter)) };
+  const tailStart = tokens.length - (tokens.length % req.pool.block_size);
+  return { promptTokens: tokens.length, blockHashes: Array.from(blockHashes(tokens, req.pool.block_size, req.adapter)), tailTokens: Array.from(tokens.subarray(tailStart)) };
 }
 
-const plain = (r: { promptTokens: number; blockHashes: Float64Array }): { promptTokens: number; blockHashes: number[] } =>
-  ({ promptTokens: r.promptTokens, blockHashes: Array.from(r.blockHashes) });
+const plain = (r: { promptTokens: number; blockHashes: Float64Array; tailTokens: Uint32Array }): { promptTokens: number; blockHashes: number[]; tailTokens: number[] } =>
+  ({ promptTokens: r.promptTokens, blockHashes: Array.from(r.blockHashes), tailTokens: Array.from(r.tailTokens) });
 
 /** Distinct words, so the piece cache misses and encoding takes a while (~1 µs a word). */
 function slowPrompt(words: number, seed: number): string {
@@ -66,6 +67,7 @@ const delta = (before: ReturnType<PromptTokenizer['stats']>): ReturnType<PromptT
   return {
     inline: now.inline - before.inline, pooled: now.pooled - before.pooled, completed: now.completed - before.completed,
     skipped: now.skipped - before.skipped, stopped: now.stopped - before.stopped, running: now.running,
+    replyInline: now.replyInline - before.replyInline, replyPooled: now.replyPooled - before.replyPooled,
   };
 };
 
@@ -79,7 +81,7 @@ void test('pooled and inline (threads 0) results equal the uncached computation,
       assert.deepEqual(plain(await inlineOnly.tokenize(req)), want);
     }
   }
-  assert.deepEqual(delta(start), { inline: 0, pooled: 2 * reqs.length, completed: 2 * reqs.length, skipped: 0, stopped: 0, running: 0 });
+  assert.deepEqual(delta(start), { inline: 0, pooled: 2 * reqs.length, completed: 2 * reqs.length, skipped: 0, stopped: 0, running: 0, replyInline: 0, replyPooled: 0 });
   assert.equal(inlineOnly.stats().pooled, 0);
   assert.equal(tk.queueDepth(), 0);
 });
