@@ -129,6 +129,15 @@ export const configSchema = z.strictObject({
     tenant_labels: z.array(name).default([]),
   }).prefault({}),
   expose_route_header: z.boolean().default(false),
+  /** Browser origins allowed to call the gateway (CORS); none by default. "*" allows every origin. */
+  cors: z.strictObject({
+    allowed_origins: z.array(z.union([
+      z.literal('*'),
+      z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be "*" or scheme://host[:port] with no path'),
+    ])).default([]),
+    /** Access-Control-Max-Age of preflight answers: how long a browser may reuse one. */
+    max_age_seconds: z.number().int().min(0).max(86400).default(600),
+  }).prefault({}),
 });
 
 export type GatewayConfig = z.output<typeof configSchema>;

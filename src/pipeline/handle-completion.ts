@@ -5,7 +5,6 @@
 // Expected rejections are values (Rejection), answered with pre-serialised bodies; exceptions are bugs.
 // Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota and
 // the upstream attempt.
-import { randomFillSync } from 'node:crypto';
 import type { Rejection } from '../errors/gateway-error.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
@@ -15,6 +14,7 @@ import { RequestContext } from './request-context.ts';
 import type { Services, TenantIdentity } from './services.ts';
 import { UpstreamAttempt, type AttemptOutcome } from './upstream-attempt.ts';
 import { finishRequest, reply } from './finish-request.ts';
+import { requestIdFor } from './request-id.ts';
 
 export interface IncomingCompletion {
   route: Route;
@@ -27,27 +27,9 @@ export interface IncomingCompletion {
 const SSE_HEADERS: HeaderList = [['content-type', 'text/event-stream; charset=utf-8'], ['cache-control', 'no-cache'], ['x-accel-buffering', 'no']];
 const JSON_HEADERS: HeaderList = [['content-type', 'application/json']];
 const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
-const REQUEST_ID_OK = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function newContext(route: Route, sink: ClientSink, requestId: string | undefined): RequestContext {
-  const id = requestId !== undefined && REQUEST_ID_OK.test(requestId) ? requestId : randomRequestId();
-  return new RequestContext(id, route, sink, performance.now());
-}
-
-/** Random bytes drawn 4 KiB at a time: one CSPRNG call per 256 ids, one string per id. */
-const ID_BYTES = 16;
-const idPool = Buffer.alloc(4096);
-let idOffset = idPool.length;
-
-/** 32 hex characters (128 random bits), the shape of a UUID without its dashes, for requests that sent no id. */
-function randomRequestId(): string {
-  if (idOffset + ID_BYTES > idPool.length) {
-    randomFillSync(idPool);
-    idOffset = 0;
-  }
-  const id = idPool.toString('hex', idOffset, idOffset + ID_BYTES);
-  idOffset += ID_BYTES;
-  return id;
+  return new RequestContext(requestIdFor(requestId), route, sink, performance.now());
 }
 
 export async function handleCompletion(svc: Services, ctx: RequestContext, req: IncomingCompletion): Promise<void> {

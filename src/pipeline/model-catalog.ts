@@ -1,4 +1,5 @@
-// Resolves a request's `model` to a pool and an optional LoRA adapter, and renders GET /v1/models.
+// Resolves a request's `model` to a pool and an optional LoRA adapter, and renders GET /v1/models and
+// GET /v1/models/{id} (one entry of the list, the same object).
 // Built once per config (setup); a lookup is one Map.get. Thread: main.
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
@@ -12,6 +13,8 @@ export class ModelCatalog {
   readonly pools: ReadonlyMap<string, PoolConfig>;
   /** Pre-serialised GET /v1/models body. */
   readonly modelsBody: string;
+  /** Pre-serialised GET /v1/models/{id} bodies: every id the list names (models, aliases, adapters). */
+  private readonly modelBodies = new Map<string, string>();
 
   constructor(cfg: GatewayConfig, createdSeconds = Math.floor(Date.now() / 1000)) {
     const pools = new Map<string, PoolConfig>();
@@ -32,6 +35,12 @@ export class ModelCatalog {
     }
     this.pools = pools;
     this.modelsBody = JSON.stringify({ object: 'list', data });
+    for (const m of data) this.modelBodies.set(m.id as string, JSON.stringify(m));
+  }
+
+  /** The model object of GET /v1/models/{id}, or undefined for an id the list does not name. */
+  modelBody(id: string): string | undefined {
+    return this.modelBodies.get(id);
   }
 
   resolve(model: string): ModelTarget | undefined {

@@ -1,18 +1,40 @@
-// The route table on uWS: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /metrics,
-// /healthz, /readyz; everything else 404/405 in the OpenAI envelope. Request headers are copied synchronously
-// (uWS HttpRequest is invalid after the handler returns), onAborted is registered before any await (UwsSink),
-// and the pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight
-// requests finish up to a deadline, then abort the rest.
+// The route table on uWS: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{id},
+// /metrics, /healthz, /readyz; OPTIONS on each (CORS preflights answered here, never forwarded); everything else
+// 404/405 in the OpenAI envelope, a 405 with `Allow`. Every response carries x-request-id (the client's when well
+// formed) and, for an allowed browser origin, the CORS headers. Request headers are copied synchronously (uWS
+// HttpRequest is invalid after the handler returns), onAborted is registered before any await (UwsSink), and the
+// pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight requests finish
+// up to a deadline, then abort the rest.
 // Thread: main. Hot path: the completion handler's synchronous part.
 import { createApp, closeListenSocket, listenPort, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from './uws.ts';
 import { UwsSink } from './uws-sink.ts';
 import { readBody } from './read-request.ts';
+import { CorsPolicy } from './cors.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
+import { requestIdFor } from '../pipeline/request-id.ts';
 import type { RequestContext } from '../pipeline/request-context.ts';
 import type { Services, TenantIdentity } from '../pipeline/services.ts';
 import type { Route } from '../pipeline/parse-body.ts';
+import type { HeaderList } from '../relay/client-sink.ts';
+
+const MODEL_PREFIX = '/v1/models/';
+
+/** The methods of each route (the `Allow` of a 405 and of an OPTIONS answer). */
+const ROUTES: ReadonlyMap<string, string> = new Map([
+  ['/v1/chat/completions', 'POST, OPTIONS'], ['/v1/completions', 'POST, OPTIONS'], ['/v1/models', 'GET, OPTIONS'],
+  ['/healthz', 'GET, OPTIONS'], ['/readyz', 'GET, OPTIONS'], ['/metrics', 'GET, OPTIONS'],
+]);
+
+function allowedMethods(url: string): string | undefined {
+  return ROUTES.get(url) ?? (url.startsWith(MODEL_PREFIX) ? 'GET, OPTIONS' : undefined);
+}
+
+const NOT_FOUND = errorBody({ code: 'not_found' });
+const METHOD_NOT_ALLOWED = errorBody({ code: 'method_not_allowed' });
+const INVALID_API_KEY = errorBody({ code: 'invalid_api_key' });
+const SHUTTING_DOWN = errorBody({ code: 'shutting_down' });
 
 export interface ServerHooks {
   metricsText(): Promise<{ contentType: string; body: string }>;
@@ -26,25 +48,31 @@ export class GatewayServer {
   private readonly inflight = new Set<RequestContext>();
   private draining = false;
   private services: Services;
+  private cors: CorsPolicy;
   private readonly hooks: ServerHooks;
   port = 0;
 
   constructor(services: Services, hooks: ServerHooks) {
     this.services = services;
     this.hooks = hooks;
+    this.cors = new CorsPolicy(services.cfg.cors);
     const app = createApp();
     app.post('/v1/chat/completions', (res, req) => this.completion('chat', res, req));
     app.post('/v1/completions', (res, req) => this.completion('completions', res, req));
-    app.get('/v1/models', (res, req) => this.models(res, req));
-    app.get('/healthz', (res) => this.plain(res, 200, 'ok'));
-    app.get('/readyz', (res) => {
+    app.get('/v1/models', (res, req) => this.models(res, req, null));
+    app.get('/v1/models/*', (res, req) => this.models(res, req, req.getUrl().slice(MODEL_PREFIX.length)));
+    app.get('/healthz', (res, req) => this.plain(this.open(res, req), 200, 'ok'));
+    app.get('/readyz', (res, req) => {
       const ok = !this.draining && this.hooks.ready();
-      this.plain(res, ok ? 200 : 503, ok ? 'ready' : 'not ready');
+      this.plain(this.open(res, req), ok ? 200 : 503, ok ? 'ready' : 'not ready');
     });
-    app.get('/metrics', (res) => this.metrics(res));
+    app.get('/metrics', (res, req) => this.metrics(this.open(res, req)));
+    app.options('/*', (res, req) => this.options(res, req));
     app.any('/*', (res, req) => {
-      const known = ['/v1/chat/completions', '/v1/completions', '/v1/models', '/healthz', '/readyz', '/metrics'].includes(req.getUrl());
-      this.json(res, known ? 405 : 404, errorBody({ code: known ? 'method_not_allowed' : 'not_found' }));
+      const allow = allowedMethods(req.getUrl());
+      const sink = this.open(res, req);
+      if (allow === undefined) this.json(sink, 404, NOT_FOUND);
+      else this.json(sink, 405, METHOD_NOT_ALLOWED, [['allow', allow]]);
     });
     this.app = app;
   }
@@ -52,6 +80,7 @@ export class GatewayServer {
   /** Swaps the services after a config reload; requests in flight keep the ones they started with. */
   setServices(s: Services): void {
     this.services = s;
+    this.cors = new CorsPolicy(s.cfg.cors);
   }
 
   listen(host: string, port: number): Promise<number> {
@@ -97,26 +126,29 @@ export class GatewayServer {
     const requestId = req.getHeader('x-request-id') || undefined;
     const contentType = req.getHeader('content-type');
     const contentLength = Number(req.getHeader('content-length') || 0);
+    if (this.cors.enabled) this.corsFor(sink, req);
     const svc = this.services;
     const ctx = newContext(route, sink, requestId);
+    // Authenticate before anything else refuses: a refused request that carried a valid key still leaves its
+    // usage record (the tenant is known). Before the body is read: an unauthenticated client reserves no memory.
+    const tenant = svc.auth.authenticate(authorization);
+    ctx.tenant = tenant;
     if (this.draining) {
-      this.json(res, 503, errorBody({ code: 'shutting_down' }), [['retry-after', '1'], ['connection', 'close']], sink);
+      this.json(sink, 503, SHUTTING_DOWN, [['x-request-id', ctx.id], ['retry-after', '1'], ['connection', 'close']]);
       this.refused(svc, ctx, 503, 'shutting_down');
       return;
     }
     if (contentType && !contentType.toLowerCase().startsWith('application/json')) {
-      this.json(res, 415, errorBody({ code: 'unsupported_media_type' }), [['x-request-id', ctx.id]], sink);
+      this.json(sink, 415, errorBody({ code: 'unsupported_media_type' }), [['x-request-id', ctx.id]]);
       this.refused(svc, ctx, 415, 'unsupported_media_type');
       return;
     }
-    // Authenticate before reading (and allocating) the body: an unauthenticated client reserves no memory.
-    const tenant = svc.auth.authenticate(authorization);
     if (tenant === null) {
-      this.json(res, 401, errorBody({ code: 'invalid_api_key' }), [['x-request-id', ctx.id]], sink);
+      this.json(sink, 401, INVALID_API_KEY, [['x-request-id', ctx.id]]);
       this.refused(svc, ctx, 401, 'invalid_api_key');
       return;
     }
-    const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes);
+    const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes, ctx.id);
     this.inflight.add(ctx);
     void this.runCompletion(svc, ctx, route, tenant, body);
   }
@@ -132,24 +164,76 @@ export class GatewayServer {
     }
   }
 
-  /** A completion answered before the pipeline ran still counts in metrics and the log (no tenant yet, so no usage record). */
+  /** A completion answered before the pipeline ran: counted in metrics and the log, and in usage when its key was valid. */
   private refused(svc: Services, ctx: RequestContext, status: number, code: string): void {
     ctx.status = status;
     ctx.code = code;
     finishRequest(svc, ctx).catch((err: unknown) => svc.log.error({ err, request_id: ctx.id }, 'request settlement failed'));
   }
 
-  private models(res: HttpResponse, req: HttpRequest): void {
-    const svc = this.services;
-    if (svc.auth.authenticate(req.getHeader('authorization') || undefined) === null) {
-      this.json(res, 401, errorBody({ code: 'invalid_api_key' }));
-      return;
-    }
-    this.json(res, 200, svc.catalog.modelsBody);
+  /**
+   * The sink for a response outside the completion pipeline, with its request id and, for an allowed browser
+   * origin, the CORS headers. Reads req: call it before any await.
+   */
+  private open(res: HttpResponse, req: HttpRequest): UwsSink {
+    const sink = new UwsSink(res);
+    const id: HeaderList = [['x-request-id', requestIdFor(req.getHeader('x-request-id') || undefined)]];
+    if (this.cors.enabled) this.corsFor(sink, req);
+    sink.extra = sink.extra === null ? id : [...id, ...sink.extra];
+    return sink;
   }
 
-  private metrics(res: HttpResponse): void {
-    const sink = new UwsSink(res);
+  /** Sets the sink's CORS headers when the request comes from an allowed origin. */
+  private corsFor(sink: UwsSink, req: HttpRequest): void {
+    const origin = req.getHeader('origin');
+    if (origin !== '') sink.extra = this.cors.actual(origin);
+  }
+
+  /** OPTIONS: a CORS preflight (or a plain OPTIONS) answered by the gateway, 204 with the route's methods. */
+  private options(res: HttpResponse, req: HttpRequest): void {
+    const allow = allowedMethods(req.getUrl());
+    const origin = this.cors.enabled ? req.getHeader('origin') : '';
+    const preflight = origin !== '' && req.getHeader('access-control-request-method') !== '';
+    const requestHeaders = preflight ? req.getHeader('access-control-request-headers') : '';
+    const sink = this.open(res, req);
+    if (allow === undefined) {
+      this.json(sink, 404, NOT_FOUND);
+      return;
+    }
+    if (preflight) {
+      // The actual-response headers open() set are replaced by the preflight's (one Allow-Origin, not two).
+      const cors = this.cors.preflight(origin, requestHeaders, allow);
+      sink.extra = [sink.extra![0]!, ...(cors ?? [])];
+    }
+    sink.begin(204, [['allow', allow]]);
+    sink.endWithoutBody();
+  }
+
+  private models(res: HttpResponse, req: HttpRequest, id: string | null): void {
+    const svc = this.services;
+    const authorization = req.getHeader('authorization') || undefined;
+    const sink = this.open(res, req);
+    if (svc.auth.authenticate(authorization) === null) {
+      this.json(sink, 401, INVALID_API_KEY);
+      return;
+    }
+    if (id === null) {
+      this.json(sink, 200, svc.catalog.modelsBody);
+      return;
+    }
+    // The openai SDK percent-encodes the id (a '/' becomes %2F); other clients send it raw. Both name one model.
+    let name: string;
+    try {
+      name = decodeURIComponent(id);
+    } catch {
+      name = id;
+    }
+    const body = svc.catalog.modelBody(name);
+    if (body !== undefined) this.json(sink, 200, body);
+    else this.json(sink, 404, errorBody({ code: 'model_not_found', param: 'model', message: `The model \`${name}\` does not exist.` }));
+  }
+
+  private metrics(sink: UwsSink): void {
     this.hooks.metricsText().then(({ contentType, body }) => {
       sink.cork(() => {
         sink.begin(200, [['content-type', contentType]]);
@@ -164,14 +248,12 @@ export class GatewayServer {
     });
   }
 
-  private plain(res: HttpResponse, status: number, text: string): void {
-    const sink = new UwsSink(res);
+  private plain(sink: UwsSink, status: number, text: string): void {
     sink.begin(status, [['content-type', 'text/plain']]);
     sink.end(text);
   }
 
-  private json(res: HttpResponse, status: number, body: string, extra: Array<[string, string]> = [], existing?: UwsSink): void {
-    const sink = existing ?? new UwsSink(res);
+  private json(sink: UwsSink, status: number, body: string, extra: HeaderList = []): void {
     sink.begin(status, [['content-type', 'application/json'], ...extra]);
     sink.end(body);
   }

@@ -4,17 +4,23 @@
 // Thread: main. Hot path: one copy per chunk.
 import type { HttpResponse } from './uws.ts';
 import type { UwsSink } from './uws-sink.ts';
+import type { HeaderList } from '../relay/client-sink.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 
 const TOO_LARGE = errorBody({ code: 'request_too_large' });
 
-export function readBody(res: HttpResponse, sink: UwsSink, contentLength: number, maxBytes: number): Promise<Buffer | null> {
+function tooLarge(sink: UwsSink, requestId: string): void {
+  const headers: HeaderList = [['content-type', 'application/json'], ['x-request-id', requestId]];
+  sink.cork(() => {
+    sink.begin(413, headers);
+    sink.end(TOO_LARGE);
+  });
+}
+
+export function readBody(res: HttpResponse, sink: UwsSink, contentLength: number, maxBytes: number, requestId: string): Promise<Buffer | null> {
   return new Promise((resolve) => {
     if (contentLength > maxBytes) {
-      sink.cork(() => {
-        sink.begin(413, [['content-type', 'application/json']]);
-        sink.end(TOO_LARGE);
-      });
+      tooLarge(sink, requestId);
       resolve(null);
       return;
     }
@@ -34,10 +40,7 @@ export function readBody(res: HttpResponse, sink: UwsSink, contentLength: number
       const n = chunk.byteLength;
       if (size + n > maxBytes || (known && size + n > contentLength)) {
         done = true;
-        sink.cork(() => {
-          sink.begin(413, [['content-type', 'application/json']]);
-          sink.end(TOO_LARGE);
-        });
+        tooLarge(sink, requestId);
         resolve(null);
         return;
       }

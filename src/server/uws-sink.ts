@@ -5,7 +5,7 @@ import type { HttpResponse } from './uws.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 
 const STATUS_LINES = new Map<number, string>([
-  [200, '200 OK'], [400, '400 Bad Request'], [401, '401 Unauthorized'], [403, '403 Forbidden'],
+  [200, '200 OK'], [204, '204 No Content'], [400, '400 Bad Request'], [401, '401 Unauthorized'], [403, '403 Forbidden'],
   [404, '404 Not Found'], [405, '405 Method Not Allowed'], [413, '413 Payload Too Large'],
   [415, '415 Unsupported Media Type'], [422, '422 Unprocessable Entity'], [429, '429 Too Many Requests'],
   [500, '500 Internal Server Error'], [501, '501 Not Implemented'], [502, '502 Bad Gateway'],
@@ -29,6 +29,11 @@ export class UwsSink implements ClientSink {
   onClientAbort: (() => void) | null = null;
   /** The body reader's own abort hook (the body promise must settle even if the client leaves mid-upload). */
   onBodyAbort: (() => void) | null = null;
+  /**
+   * Headers added to whatever response this sink sends, set by the acceptor before any stage runs: the CORS
+   * headers for an allowed origin, so that every answer (a stream, an error from any stage, a 413) carries them.
+   */
+  extra: HeaderList | null = null;
 
   constructor(res: HttpResponse) {
     this.res = res;
@@ -53,15 +58,18 @@ export class UwsSink implements ClientSink {
     this.started = true;
     const res = this.res;
     res.writeStatus(statusLine(status));
-    if (headers.length === 0) return;
+    const extra = this.extra;
+    const first = headers.length > 0 ? headers : extra;
+    if (first === null || first.length === 0) return;
     // One writeHeader call for the whole block: uWS writes `key: value\r\n` as given, so the later headers ride in
     // the first one's value. Each call converts two JS strings to UTF-8 in C++ (≈ 0.3 µs measured in process;
     // writeStatus ≈ 0.65, getHeader ≈ 0.2); a JSON response carries 7 headers. The values are the gateway's own
-    // (validated request ids, numbers, fixed strings), never a client's raw bytes, the same as when they were
-    // written one call each.
-    let block = headers[0]![1];
-    for (let i = 1; i < headers.length; i++) block += `\r\n${headers[i]![0]}: ${headers[i]![1]}`;
-    res.writeHeader(headers[0]![0], block);
+    // (validated request ids, numbers, fixed strings, configured origins, a preflight's header names checked
+    // against the token grammar), never a client's unchecked bytes, the same as when they were written one call each.
+    let block = first[0]![1];
+    for (let i = 1; i < first.length; i++) block += `\r\n${first[i]![0]}: ${first[i]![1]}`;
+    if (extra !== null && first !== extra) for (let i = 0; i < extra.length; i++) block += `\r\n${extra[i]![0]}: ${extra[i]![1]}`;
+    res.writeHeader(first[0]![0], block);
   }
 
   write(chunk: Uint8Array | string): boolean {
@@ -75,6 +83,15 @@ export class UwsSink implements ClientSink {
     this.onClientAbort = null;
     if (!this.started) this.started = true;
     this.res.end(chunk);
+  }
+
+  /** Ends a response that has no body and must not say Content-Length (a 204). */
+  endWithoutBody(): void {
+    if (this.aborted || this.ended) return;
+    this.ended = true;
+    this.onClientAbort = null;
+    if (!this.started) this.started = true;
+    this.res.endWithoutBody();
   }
 
   onDrain(cb: () => void): void {

@@ -1,5 +1,5 @@
 // The one module that imports uWebSockets.js. Pinned to @trufflesuite/uws-js-unofficial@20.30.0-unofficial.0
-// (uWS v20.30 prebuilt for Node ABI 115 on glibc 2.36). Swapping the build means changing this file only.
+// (uWebSockets.js v20.30 on the uWS v20.43 core, prebuilt for Node ABI 115 on glibc 2.36). Swapping the build means changing this file only.
 // Thread: main. Setup only.
 import uws from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
@@ -13,6 +13,10 @@ export type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket };
 export const uwsIsNative: boolean = 'H3App' in uws;
 
 export function createApp(): TemplatedApp {
+  // uWS writes `uWebSockets: 20` into every response head unless its loop is "silent"; `_cfg('silent')` is the
+  // build's switch for it (addon.cpp's uWS_cfg → Loop::setSilent). It is per thread's loop and costs nothing per
+  // response. The Date header stays: HTTP/1.1 asks for it.
+  uws._cfg('silent');
   return uws.App();
 }
 

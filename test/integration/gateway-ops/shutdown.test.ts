@@ -1,9 +1,9 @@
 // Graceful shutdown of the real gateway process: `node --import tsx src/main.ts --config FILE` with a JSONL
 // usage sink from USAGE_JSONL, in front of two mock replicas running in this test process. Several streams
 // are in flight (the replicas are slowed so each takes about a second) when SIGTERM arrives: the port stops
-// accepting, a request on an already open connection is answered 503 shutting_down, /readyz turns 503, the
-// in-flight streams finish cleanly with [DONE], the process exits 0 and the JSONL file holds exactly one
-// usage record per completed request.
+// accepting, a request on an already open connection is answered 503 shutting_down (and, its key being valid,
+// leaves a usage record), /readyz turns 503, the in-flight streams finish cleanly with [DONE], the process exits
+// 0 and the JSONL file holds exactly one usage record per request.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -195,6 +195,14 @@ test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and 
     assert.equal(r.finish_reason, 'length');
     assert.equal(r.tenant, 'alpha');
   }
+  // The request refused during the drain carried a valid key: it is authenticated before it is refused, so it
+  // leaves its usage record (503 shutting_down, nothing charged), like any other refusal.
+  const late = records.filter((r) => r.request_id === 'too-late');
+  assert.equal(late.length, 1, 'one usage record for the refused request');
+  assert.equal(late[0]!.status, 503);
+  assert.equal(late[0]!.tenant, 'alpha');
+  assert.equal(late[0]!.output_tokens, 0);
+  assert.equal(late[0]!.replica, null);
   assert.match(gw.output().stdout, /draining/, 'the gateway logged its drain');
 });
 

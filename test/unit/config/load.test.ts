@@ -41,3 +41,13 @@ test('an api key read from a missing environment variable is a config error', ()
   assert.throws(() => parseConfig(c, {}), /tenants\[0\]\.api_keys\[0\]\.env: environment variable NOPE_KEY is not set/);
   assert.equal(parseConfig(c, { NOPE_KEY: 'sk-x' }).tenants.length, 1);
 });
+
+test('cors: no origin by default; "*" or scheme://host[:port] entries; a path or a bare host is a config error', () => {
+  assert.deepEqual(parseConfig(minimal()).cors, { allowed_origins: [], max_age_seconds: 600 });
+  const ok = parseConfig({ ...minimal(), cors: { allowed_origins: ['*', 'https://app.example.com', 'http://localhost:5173'], max_age_seconds: 60 } });
+  assert.deepEqual(ok.cors.allowed_origins, ['*', 'https://app.example.com', 'http://localhost:5173']);
+  for (const bad of ['https://app.example.com/', 'https://app.example.com/x', 'app.example.com', '']) {
+    assert.throws(() => parseConfig({ ...minimal(), cors: { allowed_origins: [bad] } }), /^ConfigError: config: cors\.allowed_origins\[0\]: /, bad);
+  }
+  assert.throws(() => parseConfig({ ...minimal(), cors: { allowed_origin: ['*'] } }), /cors.*allowed_origin/);
+});

@@ -2,7 +2,7 @@
 // `invalid_json` cases, what a valid body yields, and the body the replica receives.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseBody, upstreamBody, type ParsedBody, type Route } from '../../../src/pipeline/parse-body.ts';
+import { MAX_JSON_DEPTH, parseBody, upstreamBody, type ParsedBody, type Route } from '../../../src/pipeline/parse-body.ts';
 import type { Rejection } from '../../../src/errors/gateway-error.ts';
 import { errorBody } from '../../../src/errors/openai-error-body.ts';
 import { statusOf } from '../../../src/errors/gateway-error.ts';
@@ -181,4 +181,36 @@ test('a non-streaming upstream body has no stream_options and gets the defaulted
   assert.equal(out.max_tokens, 64);
   assert.equal('stream_options' in out, false);
   assert.equal(out.prompt, 'x');
+});
+
+test('a body nested past MAX_JSON_DEPTH is invalid_json, at any depth V8 can parse (20,000 arrays in an unknown field)', () => {
+  const deep = `{"model":"m","messages":[{"role":"user","content":"hi"}],"extra":${'['.repeat(20000)}${']'.repeat(20000)}}`;
+  for (const route of ['chat', 'completions'] as const) {
+    const r = asRejection(parse(route, deep));
+    assert.equal(r.code, 'invalid_json');
+    assert.equal(statusOf(r), 400);
+    assert.match(r.message ?? '', new RegExp(`more than ${MAX_JSON_DEPTH} levels deep`));
+  }
+  // Objects count as well as arrays, inside a message as well as at the top.
+  const objects = `{"model":"m","messages":[{"role":"user","content":"hi","x":${'{"a":'.repeat(200)}1${'}'.repeat(200)}}]}`;
+  assert.equal(asRejection(parse('chat', objects)).code, 'invalid_json');
+});
+
+test('nesting up to MAX_JSON_DEPTH (top-level object included) is accepted; one more level is not', () => {
+  // The top-level object is level 1, so an "extra" field may nest MAX_JSON_DEPTH - 1 arrays.
+  const at = (levels: number): string => `{"model":"m","prompt":"p","extra":${'['.repeat(levels)}${']'.repeat(levels)}}`;
+  asParsed(parse('completions', at(MAX_JSON_DEPTH - 1)));
+  assert.equal(asRejection(parse('completions', at(MAX_JSON_DEPTH))).code, 'invalid_json');
+});
+
+test('invalid UTF-8 inside a JSON string is invalid_json naming UTF-8; valid multi-byte text is kept as sent', () => {
+  const prefix = Buffer.from('{"model":"m","prompt":"caf');
+  const suffix = Buffer.from('"}');
+  for (const bad of [[0xff], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80] /* an encoded lone surrogate */, [0xc0, 0xaf] /* overlong '/' */]) {
+    const r = asRejection(parseBody('completions', Buffer.concat([prefix, Buffer.from(bad), suffix])));
+    assert.equal(r.code, 'invalid_json', `bytes ${bad.join(',')}`);
+    assert.match(r.message ?? '', /not valid UTF-8/);
+  }
+  const ok = asParsed(parseBody('completions', Buffer.concat([prefix, Buffer.from('é ☕ 🦙'), suffix])));
+  assert.equal(ok.prompt, 'café ☕ 🦙');
 });
