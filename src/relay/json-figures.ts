@@ -3,10 +3,17 @@
 // closing quote followed by a colon (`"usage":`) cannot occur inside a JSON string, where every quote is
 // escaped. Falls back to a full parse when the shape is unexpected.
 // Thread: main. Hot path for non-streaming requests: two native Buffer searches and one small JSON.parse.
+// replyText() (only when the routing policy wants a finished reply's block hashes) reads the first choice's
+// text the same way: two searches and one decode of the text, a full parse only for an unexpected shape.
+import { jsonStringField } from './json-string.ts';
 import { usageNumbers } from './usage-numbers.ts';
 
 const USAGE = Buffer.from('"usage":{');
 const FINISH = Buffer.from('"finish_reason":');
+const MESSAGE = Buffer.from('"message":{');
+const CONTENT = Buffer.from('"content":"');
+const CHOICES = Buffer.from('"choices":[');
+const TEXT = Buffer.from('"text":"');
 
 export interface JsonFigures {
   promptTokens: number;
@@ -36,6 +43,27 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
   try {
     const parsed = JSON.parse(body.toString('utf8')) as { usage?: unknown; choices?: Array<{ finish_reason?: string | null }> };
     return figures(parsed.usage ?? {}, parsed.choices?.[0]?.finish_reason ?? null);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The first choice's reply text: a chat body's message content, a completions body's text; null when it has
+ * none (a tool call's null content) or the body is not JSON.
+ */
+export function replyText(body: Buffer, isChat: boolean): string | null {
+  const anchor = body.indexOf(isChat ? MESSAGE : CHOICES);
+  if (anchor !== -1) {
+    const from = anchor + (isChat ? MESSAGE.length - 1 : CHOICES.length);
+    const text = jsonStringField(body, isChat ? CONTENT : TEXT, from, body.length);
+    if (text !== null) return text;
+  }
+  try {
+    const parsed = JSON.parse(body.toString('utf8')) as { choices?: Array<{ message?: { content?: unknown }; text?: unknown }> };
+    const choice = parsed.choices?.[0];
+    const text = isChat ? choice?.message?.content : choice?.text;
+    return typeof text === 'string' ? text : null;
   } catch {
     return null;
   }
