@@ -5,12 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { loadConfigFile } from '../src/config/load.ts';
 import { startGateway } from '../src/gateway.ts';
 import type { LogLevel } from '../src/logging/logger.ts';
-import { startFleet } from '../test/mock-replica/fleet.ts';
+import { fleetTimeScale, startFleet } from '../test/mock-replica/fleet.ts';
 
 const env = process.env;
 const path = env.GATEWAY_CONFIG ?? fileURLToPath(new URL('../config/demo.yaml', import.meta.url));
 const cfg = loadConfigFile(path, env);
-const timeScale = env.MOCK_TIME_SCALE ? Number(env.MOCK_TIME_SCALE) : 1;
+const timeScale = fleetTimeScale(undefined, env) ?? 1;
 
 console.log(`starting ${cfg.pools.reduce((n, p) => n + p.replicas.length, 0)} mock vLLM replicas (time scale ${timeScale})…`);
 const fleet = await startFleet(cfg, { timeScale });

@@ -1,6 +1,7 @@
 // `npm run fleet -- --config FILE [--time-scale X] [--legacy-metrics]`: one mock replica process per replica
 // a gateway config names, each on the port of its URL, so one can be killed alone. startFleet() is the same
-// thing as a function, for scripts/demo.ts. Thread: main (fleet process). Setup only.
+// thing as a function, for scripts/demo.ts. The time scale comes from --time-scale, else MOCK_TIME_SCALE (as
+// for `npm run demo`), else 1. Thread: main (fleet process). Setup only.
 //
 // Per replica: --model pool.model, --profile pool.mock_profile, --max-model-len pool.max_context_tokens,
 // --block-size pool.block_size, --max-loras pool.mock_max_loras (when set), --lora for each of
@@ -24,6 +25,18 @@ export interface FleetOptions {
 export interface Fleet {
   replicas: Array<{ id: string; url: string; pid: number }>;
   stop(): Promise<void>;
+}
+
+/**
+ * The mock GPUs' time scale for `npm run fleet` and `npm run demo`: the --time-scale flag when given, else the
+ * MOCK_TIME_SCALE environment variable, else undefined (real time). Throws on a value outside (0, 1].
+ */
+export function fleetTimeScale(flag: string | undefined, env: Record<string, string | undefined>): number | undefined {
+  const text = flag ?? (env.MOCK_TIME_SCALE !== undefined && env.MOCK_TIME_SCALE !== '' ? env.MOCK_TIME_SCALE : undefined);
+  if (text === undefined) return undefined;
+  const x = Number(text);
+  if (!(x > 0 && x <= 1)) throw new Error(`${flag !== undefined ? '--time-scale' : 'MOCK_TIME_SCALE'} must be in (0, 1], got ${text}`);
+  return x;
 }
 
 /** The command-line flags of each replica of `cfg`, keyed by replica id. */
@@ -90,20 +103,22 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   let cfg: GatewayConfig;
+  let timeScale: number | undefined;
   try {
     cfg = loadConfigFile(values.config, process.env); // as the gateway reads it (env-held API keys must resolve)
+    timeScale = fleetTimeScale(values['time-scale'], process.env);
   } catch (err) {
     console.error((err as Error).message);
     process.exit(2);
   }
   const opts: FleetOptions = { legacyMetrics: values['legacy-metrics'] ?? false };
-  if (values['time-scale'] !== undefined) opts.timeScale = Number(values['time-scale']);
+  if (timeScale !== undefined) opts.timeScale = timeScale;
   const fleet = await startFleet(cfg, opts).catch((err: unknown) => {
     console.error((err as Error).message);
     process.exit(1);
   });
   for (const r of fleet.replicas) console.log(`${r.id} ${r.url} pid ${r.pid}`);
-  console.log(`fleet: ${fleet.replicas.length} mock replicas running; Ctrl-C stops them`);
+  console.log(`fleet: ${fleet.replicas.length} mock replicas running (time scale ${timeScale ?? 1}); Ctrl-C stops them`);
   let closing = false;
   const stop = (): void => {
     if (closing) return;

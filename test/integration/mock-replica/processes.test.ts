@@ -1,7 +1,12 @@
 // The mock as child processes: spawnMockReplica (port 0, URL parsed from the child's line, kill(), start
 // errors) through startFleet from a gateway config (one process per replica, the pool's model/profile/adapters/context,
-// one replica killed alone while the others serve).
+// one replica killed alone while the others serve), and the `npm run fleet` CLI's time scale (--time-scale, else
+// MOCK_TIME_SCALE as for `npm run demo`).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { parseConfig } from '../../../src/config/load.ts';
 import { spawnMockReplica } from '../../helpers/mock-replicas.ts';
@@ -50,4 +55,70 @@ void test('startFleet runs one process per replica; killing one leaves the other
     await fleet.stop();
   }
   for (const r of fleet.replicas) await assert.rejects(fetch(`${r.url}/health`));
+});
+
+const FLEET = new URL('../../mock-replica/fleet.ts', import.meta.url).pathname;
+
+/** Runs the fleet CLI on a one-replica config; resolves with its stdout once it is up (or its exit). */
+function runFleetCli(args: string[], env: Record<string, string>): Promise<{ stdout: string; stderr: string; code: number | null; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'expediter-fleet-'));
+  const config = join(dir, 'fleet.json');
+  writeFileSync(config, JSON.stringify({ pools: [{ id: 'p', model: 'm', mock_profile: 'tiny', max_context_tokens: 2048, replicas: [{ id: 'p-1', url: 'http://127.0.0.1:0' }] }] }));
+  const child = spawn(process.execPath, ['--import', 'tsx', FLEET, '--config', config, ...args], { env: { ...process.env, MOCK_TIME_SCALE: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null) child.kill('SIGTERM');
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return new Promise((resolve) => {
+    const t = setInterval(() => {
+      if (stdout.includes('mock replicas running')) done(null);
+    }, 20);
+    const done = (code: number | null): void => {
+      clearInterval(t);
+      resolve({ stdout, stderr, code, stop });
+    };
+    void exited.then((code) => done(code));
+  });
+}
+
+/** The --time-scale a replica process was started with, read from its command line. */
+function replicaTimeScale(stdout: string): string | null {
+  const pid = Number(/^p-1 \S+ pid (\d+)$/m.exec(stdout)?.[1]);
+  assert.ok(pid > 0, stdout);
+  const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  const i = argv.indexOf('--time-scale');
+  return i === -1 ? null : argv[i + 1]!;
+}
+
+void test('npm run fleet honours MOCK_TIME_SCALE as npm run demo does; --time-scale wins; a bad value stops it', async () => {
+  const fromEnv = await runFleetCli([], { MOCK_TIME_SCALE: '0.05' });
+  try {
+    assert.match(fromEnv.stdout, /1 mock replicas running \(time scale 0\.05\)/);
+    assert.equal(replicaTimeScale(fromEnv.stdout), '0.05');
+  } finally {
+    await fromEnv.stop();
+  }
+  const fromFlag = await runFleetCli(['--time-scale', '0.5'], { MOCK_TIME_SCALE: '0.05' });
+  try {
+    assert.equal(replicaTimeScale(fromFlag.stdout), '0.5');
+  } finally {
+    await fromFlag.stop();
+  }
+  const unset = await runFleetCli([], {});
+  try {
+    assert.match(unset.stdout, /\(time scale 1\)/);
+    assert.equal(replicaTimeScale(unset.stdout), null);
+  } finally {
+    await unset.stop();
+  }
+  const bad = await runFleetCli([], { MOCK_TIME_SCALE: '3' });
+  await bad.stop();
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /MOCK_TIME_SCALE must be in \(0, 1\], got 3/);
 });
