@@ -1,0 +1,64 @@
+// Flags → a sweep plan, and determinism: the same flags give the same JSON byte for byte, whether the runs
+// execute inline or on worker threads; another seed gives other figures.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseArgs, UsageError } from '../../../native-bench/sim/args.ts';
+import { sweepJson } from '../../../native-bench/sim/json.ts';
+import { policyNames } from '../../../native-bench/sim/policies.ts';
+import { planSweep, runSpecs } from '../../../native-bench/sim/sweep.ts';
+
+test('flags parse into a sweep; bad flags are usage errors that name the flag', () => {
+  const a = parseArgs(['--fleet', 'demo', '--workload=seed-mix', '--load', '0.5,1,2', '--minutes', '0.5', '--gateways', '4',
+    '--seed', '3', '--retry-shed', '--kill', '8b-2@30', '--restart', '8b-2@60', '--json', 'x.json', '--plot', 'p.svg', '--policies', 'round-robin']);
+  assert.deepEqual(a.load, [0.5, 1, 2]);
+  assert.equal(a.minutes, 0.5);
+  assert.equal(a.gateways, 4);
+  assert.equal(a.seed, 3);
+  assert.equal(a.retryShed, true);
+  assert.deepEqual(a.kills, [{ replica: '8b-2', atS: 30 }]);
+  assert.deepEqual(a.restarts, [{ replica: '8b-2', atS: 60 }]);
+  assert.deepEqual(a.policies, ['round-robin']);
+  assert.equal(a.plot, 'p.svg');
+  const bad: Array<[string[], RegExp]> = [
+    [['--load', '1', '--rps', '5'], /one of --load, --rps, --speed/],
+    [['--load', '0,1'], /--load takes/],
+    [['--kill', '8b-2'], /REPLICA@SECONDS/],
+    [['--speed', '2'], /--speed applies to traces/],
+    [['--plot', 'x.png'], /PATH\.svg/],
+    [['--gateways', '1.5'], /positive integer/],
+    [['--frobnicate'], /unknown flag/],
+    [['--minutes'], /needs a value/],
+  ];
+  for (const [argv, re] of bad) assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message), argv.join(' '));
+});
+
+test('the plan: every schema policy by default, load points scaled by each pool\'s capacity, faults kept to their pool', () => {
+  const plan = planSweep(parseArgs(['--fleet', 'seed', '--load', '0.5,2', '--kill', '8b-3@10']));
+  assert.deepEqual(plan.pools.map((p) => p.id), ['70b', '8b', 'lora']);
+  assert.equal(plan.pools.find((p) => p.id === 'lora')!.adapters.length, 60);
+  assert.equal(plan.specs.length, 3 * policyNames().length * 2);
+  for (const s of plan.specs) {
+    const cap = plan.capacities.find((c) => c.pool === s.pool)!.capacityRps;
+    assert.ok(Math.abs(s.offeredRps! - s.load! * cap) < 1e-9);
+    assert.deepEqual(s.kills, s.pool === '8b' ? [{ replica: '8b-3', atS: 10 }] : []);
+  }
+  assert.throws(() => planSweep(parseArgs(['--policies', 'best-effort'])), /unknown best-effort/);
+  assert.throws(() => planSweep(parseArgs(['--pool', 'nope'])), /--pool nope/);
+  assert.throws(() => planSweep(parseArgs(['--kill', 'zz-1@3'])), /no replica zz-1/);
+});
+
+test('same flags, same JSON byte for byte; inline and on worker threads alike', async () => {
+  const argv = ['--fleet', 'demo', '--pool', '8b', '--load', '1', '--minutes', '0.1'];
+  const json = async (extra: string[], threads: number): Promise<string> => {
+    const a = parseArgs([...argv, ...extra]);
+    const plan = planSweep(a);
+    return sweepJson(plan, a.fleet, a.workload, a.seed, await runSpecs(plan.specs, threads));
+  };
+  const one = await json([], 1);
+  assert.equal(await json([], 1), one);
+  assert.equal(await json([], 2), one);
+  const doc = JSON.parse(one) as { runs: Array<{ completed: number; policy: string }> };
+  assert.deepEqual(doc.runs.map((r) => r.policy), policyNames());
+  assert.ok(doc.runs.every((r) => r.completed > 0));
+  assert.notEqual(await json(['--seed', '2'], 1), one);
+});
