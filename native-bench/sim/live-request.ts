@@ -3,6 +3,7 @@
 // engine's event sink for its current attempt, so the engine's events drive the same ledger and router
 // feedback calls the gateway's relay makes.
 // Thread: the run's. Hot path: onToken runs once per generated token (a ledger update and two stores).
+import type { AdmissionOutcome, AdmissionRequest } from '../../src/admission/types.ts';
 import type { LedgerEntry } from '../../src/registry/inflight-ledger.ts';
 import type { Decision, RouteRequest } from '../../src/router/types.ts';
 import type { EngineRequestEvents } from '../../test/mock-replica/engine/types.ts';
@@ -14,6 +15,8 @@ export interface RequestSink {
   now(): number;
   /** In-flight tokens (prompt + generated) per replica slot, across every gateway. */
   readonly inflightTokens: Float64Array;
+  /** Admission's answer for the request's current attempt. */
+  admitted(lr: LiveRequest, o: AdmissionOutcome): void;
   /** The attempt died before its first token (replica killed): route it again or give up. */
   retry(lr: LiveRequest): void;
   /** The request is over: completed (`finished`) or failed. */
@@ -25,6 +28,7 @@ export class LiveRequest implements EngineRequestEvents {
   readonly gw: SimGateway;
   readonly measured: boolean;
   readonly route: RouteRequest;
+  readonly admission: AdmissionRequest;
   /** Slots tried by earlier attempts (the route's `excluded`). */
   readonly excluded: number[] = [];
   private readonly sink: RequestSink;
@@ -32,6 +36,12 @@ export class LiveRequest implements EngineRequestEvents {
   entry: LedgerEntry | null = null;
   slot = -1;
   attempts = 0;
+  /** Tokens the current attempt reserved in admission (prompt + max_tokens), given back when it ends. */
+  reserved = 0;
+  /** Times admission shed it (a client retrying with --retry-shed comes back after Retry-After). */
+  sheds = 0;
+  /** Its final answer was a shed (429), not a failure. */
+  shedLast = false;
   dispatchMs = Number.NaN;
   firstTokenMs = Number.NaN;
   lastTokenMs = Number.NaN;
@@ -39,7 +49,7 @@ export class LiveRequest implements EngineRequestEvents {
   cachedTokens = 0;
   settled = false;
 
-  constructor(sink: RequestSink, req: SimRequest, gw: SimGateway, poolId: string, measured: boolean) {
+  constructor(sink: RequestSink, req: SimRequest, gw: SimGateway, poolId: string, blockSize: number, measured: boolean) {
     this.sink = sink;
     this.req = req;
     this.gw = gw;
@@ -48,7 +58,14 @@ export class LiveRequest implements EngineRequestEvents {
       poolId, adapter: req.adapter, promptTokens: req.promptTokens, maxTokens: req.maxTokens,
       blockHashes: req.blockHashes, excluded: this.excluded,
     };
+    // The workloads carry no SLA tier: every tenant is standard (the schema's default tier).
+    this.admission = { route: this.route, n: 1, tier: 'standard', blockSize, promptParam: 'messages' };
   }
+
+  /** Admission's callback (bound once per request). */
+  readonly onAdmission = (o: AdmissionOutcome): void => {
+    this.sink.admitted(this, o);
+  };
 
   onFirstToken(info: { cachedTokens: number }): void {
     const now = this.sink.now();
@@ -68,11 +85,13 @@ export class LiveRequest implements EngineRequestEvents {
   onFinish(reason: 'stop' | 'length' | 'abort'): void {
     const sink = this.sink;
     sink.inflightTokens[this.slot]! -= this.req.promptTokens + this.tokens;
-    this.gw.ledger.end(this.entry!);
+    const gw = this.gw;
+    gw.ledger.end(this.entry!);
     if (reason === 'abort') {
       // Only a killed replica aborts in the simulator: the connection dropped. Before the first token the
       // gateway retries elsewhere; after it the client has a broken stream.
-      this.gw.router.finished(this.route, this.decision!, null, null);
+      gw.router.finished(this.route, this.decision!, null, null);
+      gw.admission.released(this.route.poolId, this.reserved);
       if (Number.isNaN(this.firstTokenMs)) {
         this.excluded.push(this.slot);
         sink.retry(this);
@@ -83,7 +102,9 @@ export class LiveRequest implements EngineRequestEvents {
     }
     // The engine cached the reply's blocks under the conversation's chain (the spec's outputBlockHashes),
     // as vLLM caches a finished sequence: the router learns them as the pipeline reports them.
-    this.gw.router.finished(this.route, this.decision!, this.cachedTokens, this.req.replyHashes);
+    gw.router.finished(this.route, this.decision!, this.cachedTokens, this.req.replyHashes);
+    // Settled before admission pumps its queue, so the pump's dispatches see this request gone.
     sink.settle(this, true);
+    gw.admission.released(this.route.poolId, this.reserved);
   }
 }

@@ -59,7 +59,11 @@ interface Turn {
   /** Tokens of the conversation before this turn's user message (system prompt included). */
   historyTokens: number;
   turnsLeft: number;
+  /** Hashes of the conversation's full blocks so far (previous prompt and reply); null = not computed. */
+  chain: Float64Array | null;
 }
+
+const EMPTY = new Float64Array(0);
 
 export interface SeedMixOptions {
   pool: PoolShape;
@@ -156,7 +160,7 @@ export class SeedMixWorkload implements Workload {
         const tenant = this.tenants[pick(this.tenantCum, this.rng)]!;
         const chat = this.rng.next() < SEED_MIX.chatProbability;
         const turns = chat ? Math.min(SEED_MIX.chatTurnsMax, this.rng.geometric(SEED_MIX.chatTurnsMean)) : 1;
-        turn = { atMs: this.nextSessionMs, tenant, convoKey: (this.rng.u32() ^ ++this.convoSeq) >>> 0, historyTokens: tenant.systemTokens, turnsLeft: turns };
+        turn = { atMs: this.nextSessionMs, tenant, convoKey: (this.rng.u32() ^ ++this.convoSeq) >>> 0, historyTokens: tenant.systemTokens, turnsLeft: turns, chain: null };
         this.nextSessionMs = this.drawSessionArrival(this.nextSessionMs);
       } else {
         return null;
@@ -186,28 +190,37 @@ export class SeedMixWorkload implements Workload {
       if (turn.historyTokens > tenant.systemTokens || tenant.systemTokens + 1 > longest) return null;
       prompt = longest;
     }
+    const think = turn.turnsLeft > 1 ? m.thinkMinMs + rng.exp(m.thinkMeanMs) : 0;
+    // Requests before time 0 only move the conversations along: their hashes are never needed.
+    const live = turn.atMs >= 0;
     const bs = this.pool.blockSize;
     const blocks = Math.floor(prompt / bs);
-    const hashes = new Float64Array(blocks);
-    let parent = 0;
-    for (let i = 0; i < blocks; i++) {
-      const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
-      parent = chain53(parent, owner, i);
-      hashes[i] = parent;
-    }
-    let replyHashes: Float64Array | null = null;
-    if (turn.turnsLeft > 1) {
-      const end = Math.floor((prompt + output) / bs);
-      replyHashes = new Float64Array(Math.max(0, end - blocks));
-      for (let i = blocks; i < end; i++) {
+    const end = Math.floor((prompt + output) / bs);
+    const hashes = live ? new Float64Array(blocks) : EMPTY;
+    const replyHashes = live && turn.turnsLeft > 1 ? new Float64Array(Math.max(0, end - blocks)) : null;
+    if (live) {
+      // Blocks this conversation already hashed (its previous prompt and reply) are copied, not recomputed.
+      const known = turn.chain ? Math.min(turn.chain.length, blocks) : 0;
+      if (known > 0) hashes.set(turn.chain!.subarray(0, known));
+      let parent = known > 0 ? hashes[known - 1]! : 0;
+      for (let i = known; i < end; i++) {
         const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
         parent = chain53(parent, owner, i);
-        replyHashes[i - blocks] = parent;
+        if (i < blocks) hashes[i] = parent;
+        else if (replyHashes) replyHashes[i - blocks] = parent;
+        else break;
       }
-      const think = m.thinkMinMs + rng.exp(m.thinkMeanMs);
+    }
+    if (turn.turnsLeft > 1) {
       const nextAt = turn.atMs + think;
       if (nextAt < this.endMs) {
-        this.pushPending({ atMs: nextAt, tenant, convoKey: turn.convoKey, historyTokens: prompt + output, turnsLeft: turn.turnsLeft - 1 });
+        let chain: Float64Array | null = null;
+        if (live && replyHashes) {
+          chain = new Float64Array(blocks + replyHashes.length);
+          chain.set(hashes);
+          chain.set(replyHashes, blocks);
+        }
+        this.pushPending({ atMs: nextAt, tenant, convoKey: turn.convoKey, historyTokens: prompt + output, turnsLeft: turn.turnsLeft - 1, chain });
       }
     }
     return {

@@ -1,10 +1,13 @@
 // One simulated gateway instance: its own registry view (a real replica table written by the real
-// ReplicaTracker from simulated scrapes), its own in-flight ledger, router and policy, driven through the
-// interfaces the request pipeline uses: route → ledger.dispatch → router.dispatched → (first token)
-// ledger.firstToken + router.firstToken → ledger.tokens → (end) ledger.end + router.finished. The scrape
+// ReplicaTracker from simulated scrapes), its own in-flight ledger, KV estimator, router, policy and
+// admission controller (on the run's virtual clock), driven through the interfaces the request pipeline
+// uses: admission.acquire (which routes) → ledger.dispatch → router.dispatched → (first token)
+// ledger.firstToken + router.firstToken → ledger.tokens → (end) ledger.end + router.finished +
+// admission.released. The scrape
 // reads each engine's gauges and counters as the mock's /metrics page states them, so the router sees the
 // fleet as of the last scrape, never the engines' live state.
 // Thread: the run's. Hot path: per request a route, a dispatch and the per-token ledger update.
+import { AdmissionController } from '../../src/admission/admission-controller.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
 import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
 import { FAILURE_KIND } from '../../src/registry/poll/protocol.ts';
@@ -12,6 +15,7 @@ import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.t
 import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
 import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
+import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
 import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
@@ -36,6 +40,8 @@ export class SimGateway implements FleetView {
   readonly index: number;
   readonly ledger: InflightLedger;
   readonly router: Router;
+  readonly admission: AdmissionController;
+  readonly kv: KvEstimator;
   readonly pool: SimPool;
   private readonly clock: VirtualClock;
   private readonly table: ReplicaTableWriter;
@@ -68,6 +74,11 @@ export class SimGateway implements FleetView {
       return t;
     });
     this.router = new Router(buildPolicy(cfg, this), this);
+    this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
+    this.admission = new AdmissionController({
+      fleet: this, kv: this.kv, router: this.router, clock,
+      cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
+    });
   }
 
   // ---- FleetView -------------------------------------------------------------------------------------
@@ -150,6 +161,7 @@ export class SimGateway implements FleetView {
         // The gateway forgets what a restarted replica held (its prefix cache is empty).
         this.restartsSeen++;
         this.router.replicaReset(slot);
+        this.kv.reset(slot);
       }
     }
   }

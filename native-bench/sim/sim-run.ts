@@ -6,7 +6,9 @@
 import { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { EngineOptions } from '../../test/mock-replica/engine/types.ts';
+import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
+import type { Decision } from '../../src/router/types.ts';
 import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
 import { RunMetrics, type RunFigures } from './metrics.ts';
@@ -21,6 +23,8 @@ import type { SimRequest, Workload } from './workload-types.ts';
 export const WARMUP_SHARE = 0.1;
 /** After the last arrival, requests still streaming get at most this long before the run is cut. */
 export const DRAIN_MS = 30_000;
+/** With --retry-shed, a client sends a shed request again at most this many times. */
+const MAX_SHED_RETRIES = 5;
 /** process_start_time_seconds of an engine started at virtual time 0. */
 const EPOCH_SECONDS = 1.8e9;
 
@@ -39,6 +43,7 @@ export interface SimOptions {
   durationMs: number;
   gateways: number;
   seed: number;
+  retryShed?: boolean;
   kills?: readonly FaultSpec[];
   restarts?: readonly FaultSpec[];
 }
@@ -57,6 +62,8 @@ export class FleetSim implements RequestSink {
   private readonly warmupMs: number;
   private readonly scrapeMs: number;
   private readonly maxAttempts: number;
+  private readonly retryShed: boolean;
+  private readonly headroom: number;
   private readonly pick: Prng;
   private readonly live = new Set<LiveRequest>();
   private readonly row = new ReplicaRow();
@@ -78,6 +85,8 @@ export class FleetSim implements RequestSink {
     const cfg = withPolicy(o.fleet.config, o.policy);
     this.scrapeMs = cfg.registry.scrape_interval_ms;
     this.maxAttempts = cfg.upstream.max_attempts;
+    this.retryShed = o.retryShed === true;
+    this.headroom = cfg.admission.headroom_ratio;
     this.pick = new Prng(o.seed, 11);
     const n = o.pool.replicas.length;
     this.engineOptions = { profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters] };
@@ -124,7 +133,7 @@ export class FleetSim implements RequestSink {
       figures: this.metrics.figures(this.durationMs - this.warmupMs),
       simulatedRequests: this.simulated,
       restartsSeen,
-      admission: 'none: every request admitted (no admission controller on this build)',
+      admission: `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
     };
   }
 
@@ -177,12 +186,11 @@ export class FleetSim implements RequestSink {
     this.simulated++;
     const measured = r.atMs >= this.warmupMs && r.atMs < this.durationMs;
     const gw = this.gateways.length === 1 ? this.gateways[0]! : this.gateways[this.pick.int(this.gateways.length)]!;
-    const lr = new LiveRequest(this, r, gw, this.pool.id, measured);
+    const lr = new LiveRequest(this, r, gw, this.pool.id, this.pool.blockSize, measured);
     this.live.add(lr);
     if (measured) {
       this.metrics.offered++;
       this.measuredLive++;
-      this.metrics.admitted++;
     }
     this.dispatch(lr);
   }
@@ -193,42 +201,74 @@ export class FleetSim implements RequestSink {
     this.dispatch(lr);
   }
 
-  /** Routes and sends one attempt; a refused connection is retried at once on another replica. */
+  /** One attempt through admission, which routes it (now or when it leaves the queue). */
   private dispatch(lr: LiveRequest): void {
-    const gw = lr.gw;
-    const bs = this.pool.blockSize;
-    const req = lr.req;
-    while (lr.attempts < this.maxAttempts) {
-      const res = gw.router.route(lr.route);
-      if (!res.ok) break;
-      lr.attempts++;
-      const d = res.decision;
-      const slot = res.slot;
-      const uncached = Math.max(0, req.promptTokens - d.cachedBlocks * bs);
-      lr.decision = d;
-      lr.slot = slot;
-      lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached);
-      lr.dispatchMs = this.clock.now();
-      gw.router.dispatched(lr.route, d);
-      const engine = this.engines[slot];
-      if (!engine) {
-        gw.dataPlaneFailure(slot);
-        gw.ledger.end(lr.entry);
-        gw.router.finished(lr.route, d, null, null);
-        lr.excluded.push(slot);
-        this.retries++;
-        continue;
-      }
-      gw.dataPlaneSuccess(slot);
-      this.inflightTokens[slot]! += req.promptTokens;
-      engine.add({
-        id: `${req.seq}.${lr.attempts}`, promptTokens: req.promptTokens, blockHashes: req.blockHashes,
-        outputTokens: req.outputTokens, finishReason: req.outputTokens === req.maxTokens ? 'length' : 'stop', adapter: req.adapter,
-        ...(req.replyHashes ? { outputBlockHashes: req.replyHashes } : {}),
-      }, lr);
+    if (lr.attempts >= this.maxAttempts) {
+      this.settle(lr, false);
       return;
     }
+    lr.gw.admission.acquire(lr.admission, lr.onAdmission);
+  }
+
+  admitted(lr: LiveRequest, o: AdmissionOutcome): void {
+    switch (o.kind) {
+      case 'admitted':
+        if (lr.measured && lr.attempts === 0 && lr.sheds === 0) this.metrics.admitted++;
+        this.send(lr, o.slot, o.decision);
+        return;
+      case 'rejected':
+        if (o.shed === null) break; // context_length_exceeded: a request the pool can never hold
+        if (lr.measured) this.metrics.recordShed(o.queuedMs);
+        lr.sheds++;
+        if (this.retryShed && lr.sheds <= MAX_SHED_RETRIES) {
+          // The client honours Retry-After and sends the same request again.
+          this.clock.setTimer((o.rejection.retryAfterSeconds ?? 1) * 1000, () => this.dispatch(lr));
+          return;
+        }
+        lr.shedLast = true;
+        break;
+      case 'unroutable':
+      case 'cancelled':
+        break;
+    }
     this.settle(lr, false);
+  }
+
+  /**
+   * The admitted attempt goes to `slot`: ledger and router feedback as the pipeline records a dispatch, then
+   * the engine. A dead replica refuses the connection: the attempt ends at once and the request is sent again
+   * (on the next tick: admission is still inside its callback).
+   */
+  private send(lr: LiveRequest, slot: number, d: Decision): void {
+    const gw = lr.gw;
+    const req = lr.req;
+    const bs = this.pool.blockSize;
+    lr.attempts++;
+    const uncached = Math.max(0, req.promptTokens - d.cachedBlocks * bs);
+    lr.decision = d;
+    lr.slot = slot;
+    lr.reserved = req.promptTokens + req.maxTokens;
+    lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached);
+    lr.dispatchMs = this.clock.now();
+    gw.router.dispatched(lr.route, d);
+    const engine = this.engines[slot];
+    if (!engine) {
+      gw.dataPlaneFailure(slot);
+      gw.ledger.end(lr.entry);
+      gw.router.finished(lr.route, d, null, null);
+      gw.admission.released(this.pool.id, lr.reserved);
+      lr.excluded.push(slot);
+      this.retries++;
+      this.clock.setTimer(0, () => this.dispatch(lr));
+      return;
+    }
+    gw.dataPlaneSuccess(slot);
+    this.inflightTokens[slot]! += req.promptTokens;
+    engine.add({
+      id: `${req.seq}.${lr.attempts}.${lr.sheds}`, promptTokens: req.promptTokens, blockHashes: req.blockHashes,
+      outputTokens: req.outputTokens, finishReason: req.outputTokens === req.maxTokens ? 'length' : 'stop', adapter: req.adapter,
+      ...(req.replyHashes ? { outputBlockHashes: req.replyHashes } : {}),
+    }, lr);
   }
 
   settle(lr: LiveRequest, finished: boolean): void {
@@ -239,7 +279,7 @@ export class FleetSim implements RequestSink {
     this.measuredLive--;
     const m = this.metrics;
     const ttft = lr.firstTokenMs - lr.req.atMs;
-    if (Number.isNaN(ttft) && !finished) m.failed++;
+    if (Number.isNaN(ttft) && !finished && !lr.shedLast) m.failed++;
     const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
     const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
     m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
@@ -278,7 +318,7 @@ export function simulateRun(spec: RunSpec): RunState {
   const workload = makeWorkload(wk, pool, { rps: spec.offeredRps ?? 0, speed: spec.traceSpeed, durationMs, seed: spec.seed * 1000 + poolIndex });
   const sim = new FleetSim({
     pool, fleet, policy: spec.policy, workload, durationMs, gateways: spec.gateways, seed: spec.seed,
-    kills: spec.kills, restarts: spec.restarts,
+    retryShed: spec.retryShed, kills: spec.kills, restarts: spec.restarts,
   });
   return sim.run();
 }
