@@ -99,3 +99,21 @@ test('a killed replica: requests on it before their first token are retried else
   // The retried request restarted its prefill from scratch on t-2 at 300 ms.
   assert.ok(f.ttftP99 > idlePrefillMs(tiny, 1000));
 });
+
+test('admission in the loop: a burst past the KV budget is shed at once; with --retry-shed it comes back and completes', () => {
+  // One tiny replica: 255 usable blocks × 16 = 4,080 tokens, 15 % kept free. Five requests of 1,000 + 500
+  // tokens arrive together: two fit, the others are refused the moment they arrive.
+  const burst = (): SimRequest[] => [0, 1, 2, 3, 4].map((i) => req(i, 200, 1000, 500, 100 + i));
+  const fleet = tinyFleet(1, 'least-outstanding-tokens');
+  const plain = new FleetSim({ pool: fleet.pools[0]!, fleet, policy: 'least-outstanding-tokens', workload: new ListWorkload(burst()), durationMs: 1000, gateways: 1, seed: 1 }).run().figures;
+  assert.equal(plain.offered, 5);
+  assert.equal(plain.admitted, 2);
+  assert.equal(plain.completed, 2);
+  assert.equal(plain.shed, 3);
+  assert.equal(plain.failed, 0);
+  assert.equal(plain.shedAnswerP99, 0);
+  const retried = new FleetSim({ pool: fleet.pools[0]!, fleet, policy: 'least-outstanding-tokens', workload: new ListWorkload(burst()), durationMs: 1000, gateways: 1, seed: 1, retryShed: true }).run().figures;
+  assert.equal(retried.admitted, 2);
+  assert.ok(retried.shed >= 3);
+  assert.equal(retried.completed, 5);
+});
