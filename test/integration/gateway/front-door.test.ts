@@ -1,7 +1,8 @@
 // The front door as a client meets it, over loopback against a real gateway and real mock replicas: hostile
 // bodies (nesting too deep, invalid UTF-8) answered 400 invalid_json and never forwarded; no server-build
-// header; x-request-id on every response; GET /v1/models/{id}; `Allow` on every 405. Raw node:net where a plain
-// client would fix the bytes up, node:http elsewhere.
+// header; x-request-id on every response; GET /v1/models/{id}; `Allow` on every 405; what this uWS build does
+// with an absolute-form request line. Raw node:net where a plain client would fix the bytes up, node:http
+// elsewhere.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
@@ -44,6 +45,7 @@ function raw(bytes: Buffer | string, timeoutMs = 5000): Promise<{ text: string; 
       if (head === -1) return;
       const m = /content-length: (\d+)/i.exec(text.slice(0, head));
       if (m && text.length >= head + 4 + Number(m[1])) done();
+      else if (!m && text.endsWith('\r\n0\r\n\r\n')) done(); // the last chunk of a chunked body
     });
     sock.on('close', () => {
       closed = true;
@@ -197,4 +199,25 @@ test('a 405 says which methods the route takes (Allow), and an unknown route is 
   const unknown = await get('/v2/anything', {}, 'POST');
   assert.equal(unknown.res.statusCode, 404);
   assert.equal(unknown.res.headers.allow, undefined);
+});
+
+test('an absolute-form request line gets no reply and is closed at uWS\'s idle timeout (this build cannot answer it); nothing is forwarded', async () => {
+  // uWS's C++ parser (v20.43 core) takes only an origin-form target ("SP /"); on anything else it treats the head
+  // as incomplete and waits for more bytes, so no JavaScript runs and the socket closes at the 10 s idle timeout
+  // (8-12 s, in 4 s ticks). README "Not built yet" says so. A uWS build that answers it must change this test.
+  const body = '{"model":"gpt-fast","messages":[{"role":"user","content":"hi"}],"max_tokens":2}';
+  const started = performance.now();
+  const pending = ['GET http://127.0.0.1/v1/models HTTP/1.1', 'POST http://x/v1/chat/completions HTTP/1.1', 'OPTIONS * HTTP/1.1'].map((line) =>
+    raw(`${line}\r\nhost: x\r\nauthorization: Bearer ${ALPHA_KEY}\r\nx-request-id: absolute-form\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`, 20_000));
+  // Meanwhile the gateway serves everyone else.
+  const ok = await raw(`GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALPHA_KEY}\r\n\r\n`);
+  assert.equal(statusOf(ok.text), 200);
+  for (const r of await Promise.all(pending)) {
+    assert.equal(r.text, '', 'no bytes back');
+    assert.equal(r.closed, true, 'closed by the gateway');
+  }
+  const waited = performance.now() - started;
+  assert.ok(waited > 7000 && waited < 15_000, `closed after ${waited.toFixed(0)} ms`);
+  assert.equal(forwarded('absolute-form'), false);
+  assert.equal(stack.gateway.inflightCount, 0);
 });
