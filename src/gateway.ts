@@ -8,6 +8,7 @@ import { createQuotaStore } from './quota/create-quota-store.ts';
 import type { QuotaStore } from './quota/types.ts';
 import { ReplicaRegistry } from './registry/replica-registry.ts';
 import { Router, createPolicy } from './router/route.ts';
+import type { RoutingFeedback, RoutingPolicy } from './router/types.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
 import { ModelCatalog } from './pipeline/model-catalog.ts';
@@ -25,6 +26,8 @@ export interface StartOptions {
   metricsChannel?: string;
   logLevel?: LogLevel;
   logger?: Logger;
+  /** Builds the routing policy from the routing config (default createPolicy); tests pass a recording policy. */
+  routingPolicy?: (routing: GatewayConfig['routing']) => RoutingPolicy & RoutingFeedback;
 }
 
 export interface Gateway {
@@ -74,7 +77,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     quota,
     tokenizer,
     registry,
-    router: new Router(createPolicy(c.routing), registry),
+    router: new Router((opts.routingPolicy ?? createPolicy)(c.routing), registry),
     upstream,
     usage,
     metrics,

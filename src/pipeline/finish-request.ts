@@ -1,6 +1,7 @@
 // The two ways a request leaves the pipeline: reply() answers with an error envelope (before any byte was
-// sent), and finishRequest() settles everything exactly once: the ledger entry, the quota reservation
-// (refund reserved − used, release the lease), the usage record, metrics and one log line.
+// sent), and finishRequest() settles everything exactly once: the quota reservation (refund reserved − used,
+// release the lease), the usage record, metrics and one log line. (Each attempt releases its own ledger
+// entry when it ends: upstream-attempt.ts.)
 // Thread: main. Runs once per request.
 import { statusOf, type Rejection } from '../errors/gateway-error.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
@@ -34,10 +35,6 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
   if (ctx.cancelled) {
     ctx.status = STATUS_CLIENT_CLOSED;
     ctx.code = 'client_closed_request';
-  }
-  if (ctx.ledgerEntry !== null) {
-    svc.registry.ledger.end(ctx.ledgerEntry);
-    ctx.ledgerEntry = null;
   }
   const tenant = ctx.tenant;
   if (ctx.quotaHeld && tenant !== null) {

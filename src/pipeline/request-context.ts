@@ -1,7 +1,6 @@
 // One fixed-shape object per completion request: every field initialised in the constructor so V8 keeps one
 // hidden class for all of them. It carries what settlement, the usage record, metrics and the log line need.
 // Thread: main. Hot path: allocated once per request.
-import type { LedgerEntry } from '../registry/inflight-ledger.ts';
 import type { ClientSink } from '../relay/client-sink.ts';
 import type { UpstreamCall } from '../upstream/upstream-client.ts';
 import type { Route } from './parse-body.ts';
@@ -54,7 +53,7 @@ export class RequestContext {
   /** Time spent waiting for the quota store. */
   queueMs = 0;
   firstTokenAt = 0;
-  ledgerEntry: LedgerEntry | null = null;
+  /** The upstream call of the attempt in flight (client abort and shutdown abort it); set by UpstreamAttempt. */
   call: UpstreamCall | null = null;
   /** Where the request is: decides the cancellation metric's phase. */
   phase: 'queued' | 'upstream_wait' | 'streaming' = 'queued';

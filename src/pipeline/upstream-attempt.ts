@@ -1,32 +1,44 @@
-// One attempt at one replica: relays a streaming response as it arrives, or collects a non-streaming one, and
-// decides what a failure means. Nothing reaches the client until the replica's first token (streams) or its
-// whole body (non-streams), so every failure before that point can be retried elsewhere; after the first
-// byte a failure ends the stream with one error event. Resolves with what happened.
+// One attempt at one replica, from dispatch to outcome: it opens the attempt's ledger entry and tells the
+// router it dispatched, sends the request, relays a streaming response as it arrives (or collects a
+// non-streaming one), reports the first token to the ledger and the router, and when the attempt ends
+// releases the entry, tells the router it finished, and resolves with what happened (retry-policy.ts says
+// what a failure means). Nothing reaches the client until the replica's first token (streams) or its whole
+// body (non-streams), so every failure before that point can be retried elsewhere; after the first byte a
+// failure ends the stream with one error event.
 // Thread: main. Hot path: onData per upstream chunk (one cork, one relay.push, two Atomics for the ledger).
 import { errorBody } from '../errors/openai-error-body.ts';
-import type { Rejection } from '../errors/gateway-error.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
 import { jsonFigures } from '../relay/json-figures.ts';
+import type { InflightLedger, LedgerEntry } from '../registry/inflight-ledger.ts';
+import type { Router } from '../router/route.ts';
+import type { Decision, RouteRequest } from '../router/types.ts';
+import { EMPTY_STREAM, FIRST_TOKEN_TIMEOUT, statusFailure, TOO_LARGE, transportFailure, type AttemptOutcome } from '../upstream/retry-policy.ts';
 import type { UpstreamFailureKind } from '../upstream/upstream-errors.ts';
-import type { UpstreamCall, UpstreamHandler } from '../upstream/upstream-client.ts';
-import type { InflightLedger } from '../registry/inflight-ledger.ts';
+import type { UpstreamCall, UpstreamClient, UpstreamHandler, UpstreamRequest } from '../upstream/upstream-client.ts';
 import type { RequestContext } from './request-context.ts';
 import { normaliseUpstreamError } from './upstream-error-body.ts';
 
-export type RetryKind = 'connect' | 'reset' | 'status_5xx' | 'first_token_timeout' | 'headers_timeout' | 'empty_response' | 'other';
-
-export type AttemptOutcome =
-  /** Answered: a stream (ended cleanly or by an error event after the first byte) or a body. */
-  | { kind: 'sent'; failure: 'mid_stream' | 'status_4xx' | null }
-  | { kind: 'retry'; failure: RetryKind; rejection: Rejection }
-  | { kind: 'cancelled' };
+/** What every attempt of one request shares; built once per request (upstream-job.ts). */
+export interface AttemptPlan {
+  readonly request: UpstreamRequest;
+  /** The request as the router saw it; the feedback hooks get the same object. */
+  readonly routeReq: RouteRequest;
+  /** Output tokens the KV reservation covers: max_tokens × n. */
+  readonly reservedOutputTokens: number;
+  /** The pool's KV block size: the router's cached blocks become cached prompt tokens with it. */
+  readonly blockSize: number;
+  readonly firstTokenTimeoutMs: number;
+  readonly ledger: InflightLedger;
+  readonly router: Pick<Router, 'dispatched' | 'firstToken' | 'finished'>;
+  readonly upstream: Pick<UpstreamClient, 'dispatch'>;
+}
 
 /** Non-streaming bodies above this are refused rather than held in memory (a 131k-token completion is ~1 MB). */
 const MAX_COLLECT_BYTES = 32 * 1024 * 1024;
 
 export class UpstreamAttempt implements UpstreamHandler {
-  call: UpstreamCall | null = null;
+  private call: UpstreamCall | null = null;
   private status = 0;
   private chunks: Buffer[] = [];
   private collected = 0;
@@ -35,11 +47,16 @@ export class UpstreamAttempt implements UpstreamHandler {
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
   private settled = false;
+  /** Cached prompt tokens the replica reported for this attempt; null until (unless) it says. */
+  private reportedCached: number | null = null;
   private readonly ctx: RequestContext;
-  private readonly ledger: InflightLedger;
+  private readonly plan: AttemptPlan;
+  private readonly decision: Decision;
   private readonly headers: HeaderList;
-  private readonly resolve: (o: AttemptOutcome) => void;
-  private readonly dispatchedAt: number;
+  private resolve: ((o: AttemptOutcome) => void) | null = null;
+  /** Opened by run(), released exactly once by settle(). */
+  private entry: LedgerEntry | null = null;
+  private dispatchedAt = 0;
   /** Built on first use (a slow client), so a request that never meets backpressure never allocates it. */
   private onResume: (() => void) | null = null;
   /** The chunk being relayed, read by pushChunk inside cork: one function per stream, built at its second
@@ -47,20 +64,53 @@ export class UpstreamAttempt implements UpstreamHandler {
   private chunk: Buffer | null = null;
   private pushChunk: (() => void) | null = null;
 
-  constructor(ctx: RequestContext, ledger: InflightLedger, clientHeaders: HeaderList, firstTokenTimeoutMs: number, resolve: (o: AttemptOutcome) => void) {
+  constructor(ctx: RequestContext, plan: AttemptPlan, decision: Decision, clientHeaders: HeaderList) {
     this.ctx = ctx;
-    this.ledger = ledger;
+    this.plan = plan;
+    this.decision = decision;
     this.headers = clientHeaders;
-    this.resolve = resolve;
-    this.dispatchedAt = performance.now();
-    if (ctx.stream) {
-      // One timer per attempt; Node keeps equal-duration timers in one list, so arming is O(1).
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        this.timedOut = true;
-        this.call?.abort();
-      }, firstTokenTimeoutMs);
-    }
+  }
+
+  /**
+   * Dispatches to `url` and resolves with the outcome. The ledger entry opens here: the KV reservation
+   * covers the whole prompt, its prefill work only the prompt less what the router predicts the replica
+   * holds in its prefix cache.
+   */
+  run(url: string): Promise<AttemptOutcome> {
+    return new Promise<AttemptOutcome>((resolve) => {
+      this.resolve = resolve;
+      const ctx = this.ctx;
+      const plan = this.plan;
+      const req = plan.routeReq;
+      const d = this.decision;
+      const uncached = req.promptTokens - d.cachedBlocks * plan.blockSize;
+      this.entry = plan.ledger.dispatch(d.slot, req.promptTokens, plan.reservedOutputTokens, plan.blockSize, uncached > 0 ? uncached : 0);
+      plan.router.dispatched(req, d);
+      this.dispatchedAt = performance.now();
+      ctx.phase = 'upstream_wait';
+      if (ctx.stream) {
+        // One timer per attempt; Node keeps equal-duration timers in one list, so arming is O(1).
+        this.timer = setTimeout(() => {
+          this.timer = null;
+          this.timedOut = true;
+          this.call?.abort();
+        }, plan.firstTokenTimeoutMs);
+      }
+      let call: UpstreamCall;
+      try {
+        call = plan.upstream.dispatch(url, plan.request, this);
+      } catch (err) {
+        // Nothing was sent: give back what the dispatch took before the error reaches the pipeline.
+        this.clearTimer();
+        this.release();
+        throw err;
+      }
+      this.call = call;
+      // The client may fail the attempt synchronously (a closed pool): it has settled already.
+      if (this.settled) return;
+      ctx.call = call;
+      if (ctx.cancelled) call.abort();
+    });
   }
 
   onStart(status: number): void {
@@ -102,11 +152,13 @@ export class UpstreamAttempt implements UpstreamHandler {
     if (relay === null) {
       // First byte of the stream: vLLM sends nothing before the first token, so this is TTFT.
       this.clearTimer();
-      ctx.firstTokenAt = performance.now();
-      ctx.ttftMs = ctx.firstTokenAt - ctx.startedAt;
+      const now = performance.now();
+      ctx.firstTokenAt = now;
+      ctx.ttftMs = now - ctx.startedAt;
       ctx.phase = 'streaming';
-      if (ctx.ledgerEntry !== null) this.ledger.firstToken(ctx.ledgerEntry);
-      relay = this.relay = new SseRelay(sink, !this.wantsUsage(), ctx.route === 'chat');
+      if (this.entry !== null) this.plan.ledger.firstToken(this.entry);
+      this.plan.router.firstToken(this.plan.routeReq, this.decision, now - this.dispatchedAt);
+      relay = this.relay = new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat');
       sink.cork(() => {
         sink.begin(200, this.headers);
         this.push(relay!, chunk);
@@ -119,9 +171,9 @@ export class UpstreamAttempt implements UpstreamHandler {
       });
     }
     const delta = relay.tokens - this.relayedTokens;
-    if (delta > 0 && ctx.ledgerEntry !== null) {
+    if (delta > 0 && this.entry !== null) {
       this.relayedTokens = relay.tokens;
-      this.ledger.tokens(ctx.ledgerEntry, delta);
+      this.plan.ledger.tokens(this.entry, delta);
     }
   }
 
@@ -134,10 +186,6 @@ export class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
-  private wantsUsage(): boolean {
-    return this.ctx.includeUsage;
-  }
-
   onEnd(): void {
     this.clearTimer();
     const ctx = this.ctx;
@@ -145,29 +193,28 @@ export class UpstreamAttempt implements UpstreamHandler {
     if (ctx.cancelled) return this.cancelled();
     if (this.status === 200 && ctx.stream) {
       const relay = this.relay;
-      if (relay === null) {
-        return this.finish({ kind: 'retry', failure: 'empty_response', rejection: { code: 'upstream_unavailable', message: 'The replica ended the stream without a token.' } });
-      }
+      if (relay === null) return this.settle({ kind: 'retry', ...EMPTY_STREAM });
       this.takeStreamFigures(relay);
-      let failure: 'mid_stream' | null = null;
+      ctx.status = 200;
       if (relay.upstreamError !== null) {
         ctx.code = 'upstream_error';
-        failure = 'mid_stream';
         ctx.sink.cork(() => relay.close());
-      } else if (!relay.sawDone) {
+        return this.settle({ kind: 'sent', failure: 'mid_stream' });
+      }
+      if (!relay.sawDone) {
         // The body ended cleanly at the HTTP level but the stream was cut short: never a fake [DONE].
         ctx.code = 'upstream_error';
-        failure = 'mid_stream';
         ctx.sink.cork(() => relay.fail({ code: 'upstream_error', message: 'The replica ended the stream before it was complete.' }));
-      } else {
-        ctx.sink.cork(() => relay.close());
+        return this.settle({ kind: 'sent', failure: 'mid_stream' });
       }
-      ctx.status = 200;
-      return this.finish({ kind: 'sent', failure });
+      ctx.sink.cork(() => relay.close());
+      return this.settle({ kind: 'sent', failure: null });
     }
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     this.chunks = [];
     if (this.status === 200) {
+      // The whole body is the first token a non-streaming attempt shows.
+      this.plan.router.firstToken(this.plan.routeReq, this.decision, performance.now() - this.dispatchedAt);
       ctx.status = 200;
       ctx.ttftMs = null;
       ctx.sink.cork(() => {
@@ -176,10 +223,11 @@ export class UpstreamAttempt implements UpstreamHandler {
       });
       // After the send: the usage figures are for the record, not for the client, so reading them waits.
       this.takeJsonFigures(body);
-      return this.finish({ kind: 'sent', failure: null });
+      return this.settle({ kind: 'sent', failure: null });
     }
     const rejection = normaliseUpstreamError(this.status, body);
-    if (this.status >= 500) return this.finish({ kind: 'retry', failure: 'status_5xx', rejection });
+    const failure = statusFailure(this.status);
+    if (failure === 'status_5xx') return this.settle({ kind: 'retry', failure, rejection });
     // A replica 4xx is the client's problem: pass it through (normalised), no retry.
     ctx.status = this.status;
     ctx.code = rejection.wireCode ?? rejection.code;
@@ -189,7 +237,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.sink.begin(this.status, [['content-type', 'application/json'], ...headers]);
       ctx.sink.end(bodyText);
     });
-    return this.finish({ kind: 'sent', failure: 'status_4xx' });
+    return this.settle({ kind: 'sent', failure });
   }
 
   onError(kind: UpstreamFailureKind, err: Error): void {
@@ -203,7 +251,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       this.takeStreamFigures(relay);
       ctx.status = 200;
       ctx.sink.cork(() => relay.close());
-      return this.finish({ kind: 'sent', failure: null });
+      return this.settle({ kind: 'sent', failure: null });
     }
     if (relay !== null) {
       // Bytes already reached the client: no retry. One error event ends the stream.
@@ -211,25 +259,17 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.status = 200;
       ctx.code = 'upstream_error';
       ctx.sink.cork(() => relay.fail({ code: 'upstream_error', message: 'The replica connection failed mid-stream.' }));
-      return this.finish({ kind: 'sent', failure: 'mid_stream' });
+      return this.settle({ kind: 'sent', failure: 'mid_stream' });
     }
-    if (this.timedOut) {
-      return this.finish({ kind: 'retry', failure: 'first_token_timeout', rejection: { code: 'upstream_timeout' } });
-    }
-    if (this.collected > MAX_COLLECT_BYTES) {
-      return this.finish({ kind: 'retry', failure: 'other', rejection: { code: 'upstream_error', message: 'The replica response was too large.' } });
-    }
-    const failure: RetryKind = kind === 'connect' ? 'connect' : kind === 'reset' ? 'reset' : kind === 'headers_timeout' ? 'headers_timeout' : 'other';
-    const rejection: Rejection = kind === 'headers_timeout'
-      ? { code: 'upstream_timeout' }
-      : { code: 'upstream_unavailable', message: `The replica could not be reached (${(err as { code?: string }).code ?? err.message}).` };
-    return this.finish({ kind: 'retry', failure, rejection });
+    if (this.timedOut) return this.settle({ kind: 'retry', ...FIRST_TOKEN_TIMEOUT });
+    if (this.collected > MAX_COLLECT_BYTES) return this.settle({ kind: 'retry', ...TOO_LARGE });
+    return this.settle({ kind: 'retry', ...transportFailure(kind, err) });
   }
 
   /** The client left: keep what was relayed (billing counts it), then report the cancel. */
   private cancelled(): void {
     if (this.relay !== null) this.takeStreamFigures(this.relay);
-    this.finish({ kind: 'cancelled' });
+    this.settle({ kind: 'cancelled' });
   }
 
   private takeStreamFigures(relay: SseRelay): void {
@@ -238,6 +278,7 @@ export class UpstreamAttempt implements UpstreamHandler {
     if (relay.usage !== null) {
       ctx.outputTokens = relay.usage.completionTokens;
       ctx.cachedTokens = relay.usage.cachedTokens;
+      this.reportedCached = relay.usage.cachedTokens;
       if (relay.usage.promptTokens > 0) ctx.inputTokens = relay.usage.promptTokens;
     } else {
       ctx.outputTokens = relay.tokens;
@@ -251,6 +292,7 @@ export class UpstreamAttempt implements UpstreamHandler {
     const ctx = this.ctx;
     ctx.outputTokens = f.completionTokens;
     ctx.cachedTokens = f.cachedTokens;
+    this.reportedCached = f.cachedTokens;
     if (f.promptTokens > 0) ctx.inputTokens = f.promptTokens;
     ctx.finishReason = f.finishReason;
   }
@@ -262,9 +304,20 @@ export class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
-  private finish(o: AttemptOutcome): void {
+  /** Gives back the attempt's ledger entry and closes its routing feedback: once, whatever ended it. */
+  private release(): void {
+    const entry = this.entry;
+    if (entry === null) return;
+    this.entry = null;
+    this.plan.ledger.end(entry);
+    this.plan.router.finished(this.plan.routeReq, this.decision, this.reportedCached, null);
+  }
+
+  private settle(o: AttemptOutcome): void {
     if (this.settled) return;
     this.settled = true;
-    this.resolve(o);
+    this.release();
+    this.ctx.call = null;
+    this.resolve!(o);
   }
 }

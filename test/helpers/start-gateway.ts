@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { parseConfig } from '../../src/config/load.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
-import { startGateway, type Gateway } from '../../src/gateway.ts';
+import { startGateway, type Gateway, type StartOptions } from '../../src/gateway.ts';
 import { createLogger } from '../../src/logging/logger.ts';
 import { startMockReplica, type MockOptions, type MockReplica } from './mock-replicas.ts';
 import type { UsageRecord } from '../../src/usage/usage-record.ts';
@@ -32,6 +32,8 @@ export interface StackOptions {
   config?: Record<string, unknown>;
   /** Mock replicas started by the caller (e.g. child processes): pool id → urls. */
   externalReplicas?: Record<string, string[]>;
+  /** The gateway's routing policy instead of the configured one (StartOptions.routingPolicy). */
+  routingPolicy?: StartOptions['routingPolicy'];
 }
 
 export interface TestStack {
@@ -90,7 +92,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       ...opts.config,
     };
     const cfg = parseConfig(raw);
-    const gateway = await startGateway(cfg, { logger: createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}` });
+    const gateway = await startGateway(cfg, { logger: createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
     // The poller thread needs a moment (more on a loaded machine) for its first scrape of every replica.
     try {
       await waitFor(async () => (await fetch(`${gateway.url}/readyz`)).status === 200, 15000, 25);

@@ -2,10 +2,8 @@
 // and a non-streaming attempt does not cork per read.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RequestContext } from '../../../src/pipeline/request-context.ts';
-import { UpstreamAttempt, type AttemptOutcome } from '../../../src/pipeline/upstream-attempt.ts';
-import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { ClientSink, HeaderList } from '../../../src/relay/client-sink.ts';
+import { attemptHarness, type Harness } from './attempt-harness.ts';
 
 /** A client sink that models uWS corking: nested corks run in place; each outermost cork is one send(). */
 class CorkCountingSink implements ClientSink {
@@ -38,14 +36,9 @@ class CorkCountingSink implements ClientSink {
   }
 }
 
-function attempt(stream: boolean): { a: UpstreamAttempt; sink: CorkCountingSink; outcome: Promise<AttemptOutcome> } {
+function attempt(stream: boolean): Harness & { sink: CorkCountingSink } {
   const sink = new CorkCountingSink();
-  const ctx = new RequestContext('rid', 'chat', sink, performance.now());
-  ctx.stream = stream;
-  let resolve!: (o: AttemptOutcome) => void;
-  const outcome = new Promise<AttemptOutcome>((r) => { resolve = r; });
-  const a = new UpstreamAttempt(ctx, new InflightLedger(1), [['content-type', 'text/event-stream']], 60_000, resolve);
-  return { a, sink, outcome };
+  return { ...attemptHarness(sink, { stream }), sink };
 }
 
 const event = (i: number): Buffer => Buffer.from(`data: {"choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`);

@@ -1,12 +1,9 @@
 // UpstreamAttempt (src/pipeline/upstream-attempt.ts) driven directly with a recording sink and a
-// real in-flight ledger, for the outcomes at the edge of "after the first byte".
+// real in-flight ledger (attempt-harness.ts), for the outcomes at the edge of "after the first byte".
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { UpstreamAttempt, type AttemptOutcome } from '../../../src/pipeline/upstream-attempt.ts';
-import { RequestContext } from '../../../src/pipeline/request-context.ts';
 import type { ClientSink, HeaderList } from '../../../src/relay/client-sink.ts';
-import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
-import type { UpstreamCall } from '../../../src/upstream/upstream-client.ts';
+import { attemptHarness, type Harness } from './attempt-harness.ts';
 
 class RecordingSink implements ClientSink {
   aborted = false;
@@ -37,17 +34,9 @@ class RecordingSink implements ClientSink {
   }
 }
 
-const ledger = new InflightLedger(1);
-const call: UpstreamCall = { pause() {}, resume() {}, abort() {}, done: false };
-
-function attempt(stream: boolean): { a: UpstreamAttempt; sink: RecordingSink; ctx: RequestContext; outcomes: AttemptOutcome[] } {
+function attempt(stream: boolean): Harness & { sink: RecordingSink } {
   const sink = new RecordingSink();
-  const ctx = new RequestContext('t1', 'chat', sink, performance.now());
-  ctx.stream = stream;
-  const outcomes: AttemptOutcome[] = [];
-  const a = new UpstreamAttempt(ctx, ledger, [['content-type', 'text/event-stream']], 60_000, (o) => outcomes.push(o));
-  a.call = call;
-  return { a, sink, ctx, outcomes };
+  return { ...attemptHarness(sink, { stream }), sink };
 }
 
 const frame = (o: unknown): string => `data: ${JSON.stringify(o)}\n\n`;
@@ -58,21 +47,21 @@ const STREAM =
   frame({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } }) +
   'data: [DONE]\n\n';
 
-test('a clean stream ends with [DONE], usage figures taken, outcome sent without failure', () => {
-  const { a, sink, ctx, outcomes } = attempt(true);
+test('a clean stream ends with [DONE], usage figures taken, outcome sent without failure', async () => {
+  const { a, sink, ctx, outcome } = attempt(true);
   a.onStart(200);
   a.onData(Buffer.from(STREAM));
   a.onEnd();
   assert.equal(sink.status, 200);
   assert.ok(sink.body.endsWith('data: [DONE]\n\n'));
   assert.ok(!sink.body.includes('"usage"'), 'usage chunk stripped when not asked for');
-  assert.deepEqual(outcomes, [{ kind: 'sent', failure: null }]);
+  assert.deepEqual(await outcome, { kind: 'sent', failure: null });
   assert.equal(ctx.outputTokens, 2);
   assert.equal(ctx.finishReason, 'stop');
 });
 
-test('a connection reset after the replica already sent [DONE] does not append an error event after [DONE]', () => {
-  const { a, sink, ctx, outcomes } = attempt(true);
+test('a connection reset after the replica already sent [DONE] does not append an error event after [DONE]', async () => {
+  const { a, sink, ctx, outcome } = attempt(true);
   a.onStart(200);
   a.onData(Buffer.from(STREAM));
   // The socket fails before the chunked terminator arrives (replica killed, keep-alive race): the client
@@ -83,25 +72,24 @@ test('a connection reset after the replica already sent [DONE] does not append a
   const afterDone = sink.body.slice(sink.body.indexOf('data: [DONE]\n\n') + 'data: [DONE]\n\n'.length);
   assert.equal(afterDone, '', `bytes after [DONE]: ${JSON.stringify(afterDone)}`);
   assert.equal(ctx.code, null, 'a completed stream is not an upstream_error');
-  assert.deepEqual(outcomes, [{ kind: 'sent', failure: null }]);
+  assert.deepEqual(await outcome, { kind: 'sent', failure: null });
 });
 
-test('a reset before [DONE] after the first byte ends with one error event and no retry', () => {
-  const { a, sink, outcomes } = attempt(true);
+test('a reset before [DONE] after the first byte ends with one error event and no retry', async () => {
+  const { a, sink, outcome } = attempt(true);
   a.onStart(200);
   a.onData(Buffer.from(STREAM.slice(0, STREAM.indexOf('data: {"choices":[{"index":0,"delta":{"content":"!"'))));
   a.onError('reset', Object.assign(new Error('reset'), { code: 'ECONNRESET' }));
   assert.equal((sink.body.match(/data: \{"error"/g) ?? []).length, 1);
   assert.ok(!sink.body.includes('[DONE]'));
-  assert.deepEqual(outcomes, [{ kind: 'sent', failure: 'mid_stream' }]);
+  assert.deepEqual(await outcome, { kind: 'sent', failure: 'mid_stream' });
 });
 
-test('a 5xx before the first byte is a retry and touches nothing on the client', () => {
-  const { a, sink, outcomes } = attempt(true);
+test('a 5xx before the first byte is a retry and touches nothing on the client', async () => {
+  const { a, sink, outcome } = attempt(true);
   a.onStart(500);
   a.onData(Buffer.from('{"error":{"message":"boom","type":"InternalServerError","code":500}}'));
   a.onEnd();
   assert.equal(sink.started, false);
-  assert.equal(outcomes.length, 1);
-  assert.equal(outcomes[0]!.kind, 'retry');
+  assert.equal((await outcome).kind, 'retry');
 });

@@ -1,0 +1,144 @@
+// The back half of a completion: route → dispatch → outcome, once per attempt, and what the request's
+// attempts share (UpstreamJob). handle-completion.ts drives the loop; each step here does one thing:
+//   route()        picks a replica for the next attempt (or answers when none is left)
+//   dispatch()     runs one UpstreamAttempt there: ledger entry, routing feedback, relay, outcome
+//   afterAttempt() records the outcome (replica health, metrics, log) and says whether to try again;
+//                  what a failure means is decided in src/upstream/retry-policy.ts.
+// Thread: main. Hot path: once per attempt; nothing here runs per chunk.
+import type { Rejection } from '../errors/gateway-error.ts';
+import type { HeaderList } from '../relay/client-sink.ts';
+import type { RouteResult } from '../router/route.ts';
+import type { RouteRequest } from '../router/types.ts';
+import { errorMetricOf, isReplicaFault, mayRetry, type AttemptOutcome, type RetryableFailure } from '../upstream/retry-policy.ts';
+import type { UpstreamRequest } from '../upstream/upstream-client.ts';
+import type { PoolConfig } from '../config/schema.ts';
+import { reply } from './finish-request.ts';
+import { upstreamBody, type ParsedBody, type Route } from './parse-body.ts';
+import type { RequestContext } from './request-context.ts';
+import type { Services } from './services.ts';
+import { UpstreamAttempt, type AttemptPlan } from './upstream-attempt.ts';
+
+export type Routed = Extract<RouteResult, { ok: true }>;
+
+const SSE_HEADERS: HeaderList = [['content-type', 'text/event-stream; charset=utf-8'], ['cache-control', 'no-cache'], ['x-accel-buffering', 'no']];
+const JSON_HEADERS: HeaderList = [['content-type', 'application/json']];
+const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+
+/** What every attempt of one request sends, and what the attempts so far have learnt. One per request. */
+export class UpstreamJob implements AttemptPlan {
+  readonly request: UpstreamRequest;
+  readonly routeReq: RouteRequest;
+  readonly reservedOutputTokens: number;
+  readonly blockSize: number;
+  readonly firstTokenTimeoutMs: number;
+  readonly ledger: AttemptPlan['ledger'];
+  readonly router: AttemptPlan['router'];
+  readonly upstream: AttemptPlan['upstream'];
+  readonly poolId: string;
+  /** Response headers for the client (content type, request id, rate limits), before the route header. */
+  readonly clientHeaders: HeaderList;
+  /** The rate-limit headers alone, for an error answered after quota. */
+  readonly limitHeaders: HeaderList;
+  /** Slots tried so far (the router skips them); the route request reads this array. */
+  private readonly excluded: number[] = [];
+  attempts = 0;
+  /** The answer if no attempt succeeds: the last failure's. */
+  last: Rejection | null = null;
+  lastFailure: RetryableFailure | null = null;
+
+  constructor(svc: Services, ctx: RequestContext, parsed: ParsedBody, target: { pool: PoolConfig; adapter: string | null },
+    prompt: { promptTokens: number; blockHashes: Float64Array }, maxTokens: number, limitHeaders: HeaderList) {
+    const up = svc.cfg.upstream;
+    const pool = target.pool;
+    this.request = {
+      path: PATHS[ctx.route],
+      body: upstreamBody(parsed, target.adapter ?? pool.model, maxTokens),
+      headers: { 'content-type': 'application/json', 'x-request-id': ctx.id },
+      headersTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 1000 : up.request_timeout_ms,
+      bodyTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 60000 : up.request_timeout_ms,
+    };
+    this.routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens: prompt.promptTokens, maxTokens, blockHashes: prompt.blockHashes, excluded: this.excluded };
+    this.reservedOutputTokens = maxTokens * parsed.n;
+    this.blockSize = pool.block_size;
+    this.firstTokenTimeoutMs = up.first_token_timeout_ms;
+    this.ledger = svc.registry.ledger;
+    this.router = svc.router;
+    this.upstream = svc.upstream;
+    this.poolId = pool.id;
+    this.clientHeaders = [...(parsed.stream ? SSE_HEADERS : JSON_HEADERS), ['x-request-id', ctx.id], ...limitHeaders];
+    this.limitHeaders = limitHeaders;
+  }
+
+  tried(slot: number): void {
+    this.excluded.push(slot);
+  }
+}
+
+/**
+ * Picks the replica for the next attempt. Null when the request has been answered instead: no healthy
+ * replica at all (503 with Retry-After), or none left to try / attempts used up (the last failure's answer).
+ */
+export function route(svc: Services, ctx: RequestContext, job: UpstreamJob): Routed | null {
+  if (!mayRetry(job.attempts, svc.cfg.upstream.max_attempts)) {
+    reply(ctx, job.last ?? { code: 'upstream_unavailable' }, job.limitHeaders);
+    return null;
+  }
+  const routed = svc.router.route(job.routeReq);
+  if (!routed.ok) {
+    if (routed.reason === 'no_healthy_replica' && job.last === null) {
+      reply(ctx, { code: 'no_healthy_replica', retryAfterSeconds: retryAfterForDownFleet(svc) }, job.limitHeaders);
+    } else {
+      reply(ctx, job.last ?? { code: 'upstream_unavailable' }, job.limitHeaders);
+    }
+    return null;
+  }
+  if (job.attempts > 0) {
+    ctx.retries++;
+    svc.metrics?.retry(job.poolId, job.lastFailure!);
+  }
+  job.attempts++;
+  job.tried(routed.slot);
+  ctx.slot = routed.slot;
+  ctx.replicaId = routed.replicaId;
+  svc.metrics?.routed(svc.router.policy.name, routed.replicaId);
+  return routed;
+}
+
+/** Runs one attempt on the routed replica; resolves when it has answered the client or failed before that. */
+export function dispatch(svc: Services, ctx: RequestContext, job: UpstreamJob, routed: Routed): Promise<AttemptOutcome> {
+  const headers = svc.cfg.expose_route_header
+    ? [...job.clientHeaders, ['x-gateway-route', svc.router.header(job.routeReq, routed.decision)] as const]
+    : job.clientHeaders;
+  return new UpstreamAttempt(ctx, job, routed.decision, headers).run(svc.registry.replica(routed.slot).url);
+}
+
+/** Records how the attempt went; true when another attempt should follow (route() may still find none). */
+export function afterAttempt(svc: Services, ctx: RequestContext, job: UpstreamJob, routed: Routed, outcome: AttemptOutcome): boolean {
+  switch (outcome.kind) {
+    case 'sent':
+      svc.registry.reportDataPlaneSuccess(routed.slot);
+      if (outcome.failure !== null) svc.metrics?.upstreamError(errorMetricOf(outcome.failure));
+      return false;
+    case 'cancelled':
+      return false;
+    case 'retry': {
+      // Shutdown aborted the attempt: the failure is ours, not the replica's.
+      if (ctx.shutdownAborted) {
+        reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, job.limitHeaders);
+        return false;
+      }
+      const f = outcome.failure;
+      job.last = outcome.rejection;
+      job.lastFailure = f;
+      svc.metrics?.upstreamError(errorMetricOf(f));
+      if (isReplicaFault(f)) svc.registry.reportDataPlaneFailure(routed.slot);
+      svc.log.warn({ request_id: ctx.id, replica: routed.replicaId, failure: f, attempt: job.attempts }, 'upstream attempt failed before the first byte');
+      return !ctx.cancelled;
+    }
+  }
+}
+
+/** A down replica is probed every scrape interval and comes back after one good scrape. */
+function retryAfterForDownFleet(svc: Services): number {
+  return Math.max(1, Math.ceil(svc.cfg.registry.scrape_interval_ms * svc.cfg.registry.down_after_failures / 1000));
+}
