@@ -16,16 +16,18 @@ import { reply } from './finish-request.ts';
 import { upstreamBody, type ParsedBody, type Route } from './parse-body.ts';
 import type { RequestContext } from './request-context.ts';
 import type { Services } from './services.ts';
-import { UpstreamAttempt, type AttemptPlan } from './upstream-attempt.ts';
+import { UpstreamAttempt, type AttemptPlan, type ReplyHashing } from './upstream-attempt.ts';
 
 export type Routed = Extract<RouteResult, { ok: true }>;
+/** The tokenize stage's result: count, block hashes, and the ids after the last full block. */
+export type TokenizedPrompt = Awaited<ReturnType<Services['tokenizer']['tokenize']>>;
 
 const SSE_HEADERS: HeaderList = [['content-type', 'text/event-stream; charset=utf-8'], ['cache-control', 'no-cache'], ['x-accel-buffering', 'no']];
 const JSON_HEADERS: HeaderList = [['content-type', 'application/json']];
 const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
 
 /** What every attempt of one request sends, and what the attempts so far have learnt. One per request. */
-export class UpstreamJob implements AttemptPlan {
+export class UpstreamJob implements AttemptPlan, ReplyHashing {
   readonly request: UpstreamRequest;
   readonly routeReq: RouteRequest;
   readonly reservedOutputTokens: number;
@@ -34,11 +36,17 @@ export class UpstreamJob implements AttemptPlan {
   readonly ledger: AttemptPlan['ledger'];
   readonly router: AttemptPlan['router'];
   readonly upstream: AttemptPlan['upstream'];
+  /** This job, when the routing policy learns finished replies and the tokenizer can hash them; else null. */
+  readonly replies: ReplyHashing | null;
   readonly poolId: string;
   /** Response headers for the client (content type, request id, rate limits), before the route header. */
   readonly clientHeaders: HeaderList;
   /** The rate-limit headers alone, for an error answered after quota. */
   readonly limitHeaders: HeaderList;
+  private readonly tokenizer: Services['tokenizer'];
+  private readonly pool: PoolConfig;
+  private readonly kind: 'chat' | 'completion';
+  private readonly prompt: TokenizedPrompt;
   /** Slots tried so far (the router skips them); the route request reads this array. */
   private readonly excluded: number[] = [];
   attempts = 0;
@@ -47,7 +55,7 @@ export class UpstreamJob implements AttemptPlan {
   lastFailure: RetryableFailure | null = null;
 
   constructor(svc: Services, ctx: RequestContext, parsed: ParsedBody, target: { pool: PoolConfig; adapter: string | null },
-    prompt: { promptTokens: number; blockHashes: Float64Array }, maxTokens: number, limitHeaders: HeaderList) {
+    prompt: TokenizedPrompt, maxTokens: number, limitHeaders: HeaderList) {
     const up = svc.cfg.upstream;
     const pool = target.pool;
     this.request = {
@@ -64,6 +72,13 @@ export class UpstreamJob implements AttemptPlan {
     this.ledger = svc.registry.ledger;
     this.router = svc.router;
     this.upstream = svc.upstream;
+    // Plain reads of what setup fixed: a policy with a `finished` hook (kv-aware) extends its prefix index
+    // with the reply's blocks; round-robin has none, so its requests collect no text and hash nothing.
+    this.replies = svc.router.policy.finished !== undefined && svc.tokenizer.replyHashes !== undefined && prompt.tailTokens !== undefined ? this : null;
+    this.tokenizer = svc.tokenizer;
+    this.pool = pool;
+    this.kind = ctx.route === 'chat' ? 'chat' : 'completion';
+    this.prompt = prompt;
     this.poolId = pool.id;
     this.clientHeaders = [...(parsed.stream ? SSE_HEADERS : JSON_HEADERS), ['x-request-id', ctx.id], ...limitHeaders];
     this.limitHeaders = limitHeaders;
@@ -71,6 +86,13 @@ export class UpstreamJob implements AttemptPlan {
 
   tried(slot: number): void {
     this.excluded.push(slot);
+  }
+
+  /** ReplyHashing: the reply's blocks after this request's prompt, on this request's pool and adapter. */
+  hash(text: string, finishReason: 'stop' | 'length'): Promise<Float64Array> {
+    return this.tokenizer.replyHashes!({
+      pool: this.pool, kind: this.kind, adapter: this.routeReq.adapter, prompt: this.prompt as Required<TokenizedPrompt>, replyText: text, finishReason,
+    });
   }
 }
 

@@ -11,7 +11,7 @@ import type { PoolConfig } from '../config/schema.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
-import { afterAttempt, dispatch, route, UpstreamJob } from './dispatch.ts';
+import { afterAttempt, dispatch, route, UpstreamJob, type TokenizedPrompt } from './dispatch.ts';
 import { finishRequest, reply } from './finish-request.ts';
 import type { ModelTarget } from './model-catalog.ts';
 import { parseBody, type ParsedBody, type Route } from './parse-body.ts';
@@ -19,7 +19,6 @@ import { RequestContext } from './request-context.ts';
 import { requestIdFor } from './request-id.ts';
 import type { Services, TenantIdentity } from './services.ts';
 
-type TokenizedPrompt = { promptTokens: number; blockHashes: Float64Array };
 
 export interface IncomingCompletion {
   route: Route;

@@ -6,6 +6,7 @@ import type { FleetView } from '../router/types.ts';
 import type { Router } from '../router/route.ts';
 import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
+import type { ReplyHashRequest } from '../tokenize/prompt-tokenizer.ts';
 import type { ModelCatalog } from './model-catalog.ts';
 import type { ChatMessageIn } from './parse-body.ts';
 import type { PoolConfig } from '../config/schema.ts';
@@ -26,7 +27,12 @@ export interface TokenizeStage {
   tokenize(
     req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; tools?: unknown[] | null; prompt?: string | number[]; adapter: string | null },
     signal?: AbortSignal,
-  ): Promise<{ promptTokens: number; blockHashes: Float64Array }>;
+  ): Promise<{ promptTokens: number; blockHashes: Float64Array; tailTokens?: Uint32Array }>;
+  /**
+   * A finished reply's block hashes, continuing its prompt's chain (src/tokenize/reply-hashes.ts). Absent:
+   * the routing policy never learns replies.
+   */
+  replyHashes?(req: ReplyHashRequest): Promise<Float64Array>;
 }
 
 export interface RegistryStage extends FleetView {

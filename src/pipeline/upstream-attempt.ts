@@ -5,11 +5,15 @@
 // what a failure means). Nothing reaches the client until the replica's first token (streams) or its whole
 // body (non-streams), so every failure before that point can be retried elsewhere; after the first byte a
 // failure ends the stream with one error event.
+// A routing policy that learns finished replies (plan.replies) gets, with `finished`, the block hashes of a
+// reply that ended with stop or length: the relay collects a stream's text (one string append per token
+// event), a non-streaming body's text is read after it was sent, and the hashes are computed after the
+// response ended (inline: before the next I/O event, so before the conversation's next turn can arrive).
 // Thread: main. Hot path: onData per upstream chunk (one cork, one relay.push, two Atomics for the ledger).
 import { errorBody } from '../errors/openai-error-body.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
-import { jsonFigures } from '../relay/json-figures.ts';
+import { jsonFigures, replyText } from '../relay/json-figures.ts';
 import type { InflightLedger, LedgerEntry } from '../registry/inflight-ledger.ts';
 import type { Router } from '../router/route.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
@@ -32,6 +36,13 @@ export interface AttemptPlan {
   readonly ledger: InflightLedger;
   readonly router: Pick<Router, 'dispatched' | 'firstToken' | 'finished'>;
   readonly upstream: Pick<UpstreamClient, 'dispatch'>;
+  /** Hashes finished replies for the router; null or absent when its policy does not take them (setup). */
+  readonly replies?: ReplyHashing | null;
+}
+
+/** A finished reply's block hashes, continuing the request's prompt chain (src/tokenize/reply-hashes.ts). */
+export interface ReplyHashing {
+  hash(text: string, finishReason: 'stop' | 'length'): Promise<Float64Array>;
 }
 
 /** Non-streaming bodies above this are refused rather than held in memory (a 131k-token completion is ~1 MB). */
@@ -49,6 +60,9 @@ export class UpstreamAttempt implements UpstreamHandler {
   private settled = false;
   /** Cached prompt tokens the replica reported for this attempt; null until (unless) it says. */
   private reportedCached: number | null = null;
+  /** The text of a reply that finished with stop or length, when plan.replies wants it; else null. */
+  private reply: string | null = null;
+  private replyFinish: 'stop' | 'length' = 'stop';
   private readonly ctx: RequestContext;
   private readonly plan: AttemptPlan;
   private readonly decision: Decision;
@@ -158,7 +172,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.phase = 'streaming';
       if (this.entry !== null) this.plan.ledger.firstToken(this.entry);
       this.plan.router.firstToken(this.plan.routeReq, this.decision, now - this.dispatchedAt);
-      relay = this.relay = new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat');
+      relay = this.relay = new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat', this.plan.replies != null);
       sink.cork(() => {
         sink.begin(200, this.headers);
         this.push(relay!, chunk);
@@ -208,6 +222,7 @@ export class UpstreamAttempt implements UpstreamHandler {
         return this.settle({ kind: 'sent', failure: 'mid_stream' });
       }
       ctx.sink.cork(() => relay.close());
+      this.keepReply(relay.text);
       return this.settle({ kind: 'sent', failure: null });
     }
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
@@ -223,6 +238,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       });
       // After the send: the usage figures are for the record, not for the client, so reading them waits.
       this.takeJsonFigures(body);
+      if (this.plan.replies != null && finishedReply(ctx.finishReason)) this.keepReply(replyText(body, ctx.route === 'chat'));
       return this.settle({ kind: 'sent', failure: null });
     }
     const rejection = normaliseUpstreamError(this.status, body);
@@ -251,6 +267,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       this.takeStreamFigures(relay);
       ctx.status = 200;
       ctx.sink.cork(() => relay.close());
+      this.keepReply(relay.text);
       return this.settle({ kind: 'sent', failure: null });
     }
     if (relay !== null) {
@@ -297,6 +314,14 @@ export class UpstreamAttempt implements UpstreamHandler {
     ctx.finishReason = f.finishReason;
   }
 
+  /** Keeps a complete reply's text for its block hashes: only when the policy takes them and it ended with stop or length. */
+  private keepReply(text: string | null): void {
+    const finish = this.ctx.finishReason;
+    if (this.plan.replies == null || text === null || !finishedReply(finish)) return;
+    this.reply = text;
+    this.replyFinish = finish;
+  }
+
   private clearTimer(): void {
     if (this.timer !== null) {
       clearTimeout(this.timer);
@@ -310,7 +335,20 @@ export class UpstreamAttempt implements UpstreamHandler {
     if (entry === null) return;
     this.entry = null;
     this.plan.ledger.end(entry);
-    this.plan.router.finished(this.plan.routeReq, this.decision, this.reportedCached, null);
+    const { router, routeReq, replies } = this.plan;
+    const d = this.decision;
+    const cached = this.reportedCached;
+    if (replies == null || this.reply === null) {
+      router.finished(routeReq, d, cached, null);
+      return;
+    }
+    // The response has ended: hashing the reply is off the client's path. A failure (a worker that died)
+    // costs only the index's knowledge of this reply.
+    replies.hash(this.reply, this.replyFinish).then(
+      (hashes) => router.finished(routeReq, d, cached, hashes),
+      () => router.finished(routeReq, d, cached, null),
+    );
+    this.reply = null;
   }
 
   private settle(o: AttemptOutcome): void {
@@ -320,4 +358,8 @@ export class UpstreamAttempt implements UpstreamHandler {
     this.ctx.call = null;
     this.resolve!(o);
   }
+}
+
+function finishedReply(finishReason: string | null): finishReason is 'stop' | 'length' {
+  return finishReason === 'stop' || finishReason === 'length';
 }

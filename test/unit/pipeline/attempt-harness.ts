@@ -2,7 +2,7 @@
 // it, routing feedback recorded in order, and an upstream whose dispatch() hands back a recording call; the
 // test then plays the replica by calling the handler's onStart/onData/onEnd/onError. Thread: main (tests).
 import { RequestContext } from '../../../src/pipeline/request-context.ts';
-import type { AttemptPlan } from '../../../src/pipeline/upstream-attempt.ts';
+import type { AttemptPlan, ReplyHashing } from '../../../src/pipeline/upstream-attempt.ts';
 import { UpstreamAttempt } from '../../../src/pipeline/upstream-attempt.ts';
 import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { ClientSink } from '../../../src/relay/client-sink.ts';
@@ -20,7 +20,7 @@ export interface Harness {
   outcome: Promise<AttemptOutcome>;
 }
 
-export function attemptHarness(sink: ClientSink, opts: { stream: boolean; promptTokens?: number; cachedBlocks?: number; firstTokenTimeoutMs?: number }): Harness {
+export function attemptHarness(sink: ClientSink, opts: { stream: boolean; promptTokens?: number; cachedBlocks?: number; firstTokenTimeoutMs?: number; replies?: ReplyHashing }): Harness {
   const ctx = new RequestContext('rid', 'chat', sink, performance.now());
   ctx.stream = opts.stream;
   const ledger = new InflightLedger(1);
@@ -40,6 +40,7 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
       finished: (r, _d, cached, hashes) => { if (r === routeReq) feedback.push(`finished ${cached} ${hashes}`); },
     },
     upstream: { dispatch: () => call },
+    replies: opts.replies ?? null,
   };
   const d = new Decision();
   d.slot = 0;
