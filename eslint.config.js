@@ -1,5 +1,6 @@
 // ESLint flat config. The layering rules (no-restricted-imports) keep each dependency behind one folder:
-// uWS only in src/server, ioredis only in src/quota and src/usage, piscina only in src/tokenize/pool.ts,
+// uWS only in src/server/uws.ts, ioredis only in src/quota/redis-client.ts (the usage stream sink takes its
+// client from there), piscina only in src/tokenize/pool.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator). process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
@@ -42,7 +43,7 @@ export default tseslint.config(
   } },
   { files: ['src/**/*.ts', 'workers/**/*.ts'], rules: restrict([]) },
   { files: ['src/server/uws.ts'], rules: restrict(['@trufflesuite/uws-js-unofficial']) },
-  { files: ['src/quota/redis-client.ts', 'src/usage/redis-client.ts'], rules: restrict(['ioredis']) },
+  { files: ['src/quota/redis-client.ts'], rules: restrict(['ioredis']) },
   { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
   { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
 );

@@ -15,7 +15,7 @@
 // Callbacks (`done`) run synchronously inside acquire/pump/cancel, and the caller records its dispatch in the
 // ledger before returning: the next decision, in the same pump, sees it (connection count, KV estimate).
 // Thread: the acceptor. No I/O; every wait goes through the injected Clock (virtual in the simulator).
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import { LEDGER_INFLIGHT } from '../registry/inflight-ledger.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { FleetView, RouteRequest } from '../router/types.ts';

@@ -4,7 +4,7 @@
 // a virtual Clock, so the controller runs unchanged in both. Nothing here knows about HTTP.
 // Thread: the acceptor. Types only.
 import type { GatewayConfig, TenantConfig } from '../config/schema.ts';
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 

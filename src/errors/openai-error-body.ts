@@ -1,7 +1,7 @@
 // Serialises the OpenAI error envelope {"error":{message,type,param,code}} with `code` always a string.
 // Thread: main. On the hot path for rejections only; static bodies (no custom message) are built once.
 import { ERROR_CODES, type ErrorCode } from './codes.ts';
-import type { Rejection } from './gateway-error.ts';
+import type { Rejection } from './rejection.ts';
 
 const staticBodies = new Map<ErrorCode, string>();
 for (const code of Object.keys(ERROR_CODES) as ErrorCode[]) {

@@ -1,4 +1,5 @@
-// The gateway's logger (pino, JSON lines) and the one-line-per-request record written at completion.
+// The gateway's logger (pino, JSON lines) and the one-line-per-request record written at completion
+// (finish-request.ts calls requestLogLine once per request).
 // Thread: main (workers log through their own createLogger if ever needed). On the hot path once per request:
 // requestLogLine builds one fixed-shape object from typed fields, so a prompt, completion or API key can
 // only reach the log if someone adds a field for it here. As a second fence, the logger censors
@@ -112,12 +113,31 @@ export function requestLogRecord(f: RequestLogFields): Record<string, string | n
   };
 }
 
-/** Writes the one completion line: info below 500, warn for 5xx, error for the gateway's own bugs. */
-export function requestLogLine(logger: Logger, f: RequestLogFields): void {
-  const record = requestLogRecord(f);
-  if (f.code === 'internal_error') logger.error(record);
-  else if (f.status >= 500) logger.warn(record);
-  else logger.info(record);
+/** What a request line is written to: the gateway's Logger, or anything with pino's level methods. */
+export interface RequestLogTarget {
+  /** pino's; when present and false for the line's level, nothing is built. */
+  isLevelEnabled?(level: 'info' | 'warn' | 'error'): boolean;
+  info(obj: object): void;
+  warn(obj: object): void;
+  error(obj: object): void;
+}
+
+/**
+ * The level of a request's line: `error` for the gateway's own bugs (internal_error), `warn` for any other
+ * 5xx (the fleet or a replica failed the client: worth a look), `info` for the rest: successes, the client's
+ * own 4xx (a rate-limited client would otherwise flood a warn-level log) and 499 (the client hung up). So
+ * LOG_LEVEL=warn shows exactly the requests the gateway failed.
+ */
+export function requestLogLevel(status: number, code: string | null): 'info' | 'warn' | 'error' {
+  if (code === 'internal_error') return 'error';
+  return status >= 500 ? 'warn' : 'info';
+}
+
+/** Writes the one completion line at requestLogLevel's level; a disabled level builds nothing. */
+export function requestLogLine(target: RequestLogTarget, f: RequestLogFields): void {
+  const level = requestLogLevel(f.status, f.code);
+  if (target.isLevelEnabled?.(level) === false) return;
+  target[level](requestLogRecord(f));
 }
 
 function clip(s: string, maxChars: number): string {

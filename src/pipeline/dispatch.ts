@@ -5,7 +5,7 @@
 //   afterAttempt() records the outcome (replica health, metrics, log) and says whether to try again;
 //                  what a failure means is decided in src/upstream/retry-policy.ts.
 // Thread: main. Hot path: once per attempt; nothing here runs per chunk.
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { RouteRequest } from '../router/types.ts';

@@ -4,7 +4,7 @@
 // Thread: main. Hot path: one JSON.parse and one JSON.stringify per request (~20 µs each for a 7 KB body), plus
 // a UTF-8 check of the bytes (~0.4 µs) and a nesting-depth walk of the parsed object (~0.8 µs) for that body.
 import { isUtf8 } from 'node:buffer';
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 
 export type Route = 'chat' | 'completions';
 

@@ -1,7 +1,7 @@
 // Normalises a replica's error body to the gateway envelope. vLLM answers {"error":{message,type,param,
 // code:<int>}} since v0.10.1 and a flat {object:"error",message,type,code:<int>} before; other servers send
 // anything. The replica's 4xx status is kept; `code` becomes a string. Thread: main. Failure path only.
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 
 const TYPE_BY_STATUS: Record<number, string> = {
   400: 'invalid_request_error', 401: 'invalid_request_error', 403: 'permission_error', 404: 'invalid_request_error',

@@ -14,7 +14,7 @@
 // off, it costs one boolean read per event.
 import type { ClientSink } from './client-sink.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import { jsonStringField } from './json-string.ts';
 import { usageNumbers } from './usage-numbers.ts';
 

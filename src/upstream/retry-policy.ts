@@ -6,7 +6,7 @@
 // body (non-streams), so every failure before that point may be retried on another replica, up to
 // upstream.max_attempts; after it, the stream ends with one error event.
 // Thread: main. Not hot: runs only on failures (and one table read per failed attempt).
-import type { Rejection } from '../errors/gateway-error.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import type { UpstreamErrorKind } from '../metrics/metrics.ts';
 import type { UpstreamFailureKind } from './upstream-errors.ts';
 

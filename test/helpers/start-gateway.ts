@@ -34,6 +34,8 @@ export interface StackOptions {
   externalReplicas?: Record<string, string[]>;
   /** The gateway's routing policy instead of the configured one (StartOptions.routingPolicy). */
   routingPolicy?: StartOptions['routingPolicy'];
+  /** The gateway's logger (default: silent). */
+  logger?: StartOptions['logger'];
 }
 
 export interface TestStack {
@@ -92,7 +94,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       ...opts.config,
     };
     const cfg = parseConfig(raw);
-    const gateway = await startGateway(cfg, { logger: createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
+    const gateway = await startGateway(cfg, { logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
     // The poller thread needs a moment (more on a loaded machine) for its first scrape of every replica.
     try {
       await waitFor(async () => (await fetch(`${gateway.url}/readyz`)).status === 200, 15000, 25);

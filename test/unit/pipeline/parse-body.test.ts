@@ -3,9 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_JSON_DEPTH, parseBody, upstreamBody, type ParsedBody, type Route } from '../../../src/pipeline/parse-body.ts';
-import type { Rejection } from '../../../src/errors/gateway-error.ts';
+import type { Rejection } from '../../../src/errors/rejection.ts';
 import { errorBody } from '../../../src/errors/openai-error-body.ts';
-import { statusOf } from '../../../src/errors/gateway-error.ts';
+import { statusOf } from '../../../src/errors/rejection.ts';
 
 const chatBase = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
 const cmplBase = { model: 'm', prompt: 'hi' };

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { normaliseUpstreamError } from '../../../src/pipeline/upstream-error-body.ts';
 import { errorBody } from '../../../src/errors/openai-error-body.ts';
-import { statusOf } from '../../../src/errors/gateway-error.ts';
+import { statusOf } from '../../../src/errors/rejection.ts';
 
 interface Wire { status: number; type: string; code: string; message: string }
 

@@ -1,0 +1,33 @@
+// Source layout rules: no file under src/ over 400 lines (a file that grows past it is split by what it
+// holds), and every file named in eslint.config.js's per-file exceptions exists, so an exception cannot
+// outlive the file it was made for (or silently fail to apply to a renamed one).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+const MAX_LINES = 400;
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : [join(dir, e.name)]));
+}
+
+test(`no source file under src/ has more than ${MAX_LINES} lines`, () => {
+  const sources = files(join(ROOT, 'src')).filter((f) => f.endsWith('.ts'));
+  assert.ok(sources.length > 50, 'the walk found the sources');
+  const long = sources
+    .map((f) => ({ file: relative(ROOT, f), lines: readFileSync(f, 'utf8').split('\n').length - 1 }))
+    .filter((x) => x.lines > MAX_LINES);
+  assert.deepEqual(long, []);
+});
+
+test('every file eslint.config.js names in a per-file rule exists', () => {
+  const config = readFileSync(join(ROOT, 'eslint.config.js'), 'utf8');
+  const named = [...config.matchAll(/files:\s*\[([^\]]*)\]/g)]
+    .flatMap((m) => [...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!))
+    .filter((p) => !p.includes('*'));
+  assert.ok(named.includes('src/server/uws.ts'), 'the scan found the per-file exceptions');
+  assert.deepEqual(named.filter((p) => !existsSync(join(ROOT, p))), []);
+});
