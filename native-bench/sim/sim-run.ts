@@ -71,6 +71,8 @@ export class FleetSim implements RequestSink {
   retries = 0;
   private nextArrival: SimRequest | null = null;
   private arrivalsDone = false;
+  /** The run is over: aborts and admissions from here on are the teardown's, not the workload's. */
+  private ending = false;
   private measuredLive = 0;
   private simulated = 0;
   /** Preemptions of engines that were replaced, so the counters survive a restart. */
@@ -124,7 +126,9 @@ export class FleetSim implements RequestSink {
   run(): RunState {
     const hardEnd = this.durationMs + DRAIN_MS;
     this.clock.runUntil(() => (this.arrivalsDone && this.measuredLive === 0 && this.clock.now() >= this.durationMs) || this.clock.now() >= hardEnd);
-    // Requests still streaming at the cut are judged on what they produced so far.
+    // Requests still streaming at the cut are judged on what they produced so far; closing the engines then
+    // aborts them, which must not send anything anywhere.
+    this.ending = true;
     for (const lr of [...this.live]) this.settle(lr, false);
     for (const e of this.engines) e?.close();
     let restartsSeen = 0;
@@ -203,7 +207,7 @@ export class FleetSim implements RequestSink {
 
   /** One attempt through admission, which routes it (now or when it leaves the queue). */
   private dispatch(lr: LiveRequest): void {
-    if (lr.attempts >= this.maxAttempts) {
+    if (this.ending || lr.attempts >= this.maxAttempts) {
       this.settle(lr, false);
       return;
     }
@@ -211,6 +215,7 @@ export class FleetSim implements RequestSink {
   }
 
   admitted(lr: LiveRequest, o: AdmissionOutcome): void {
+    if (this.ending) return;
     switch (o.kind) {
       case 'admitted':
         if (lr.measured && lr.attempts === 0 && lr.sheds === 0) this.metrics.admitted++;

@@ -6,6 +6,7 @@ import { parseConfig } from '../../../src/config/load.ts';
 import { fleetFromConfig } from '../../../native-bench/sim/fleet.ts';
 import { chain53 } from '../../../native-bench/sim/prng.ts';
 import { FleetSim } from '../../../native-bench/sim/sim-run.ts';
+import { LEDGER_DISPATCHED_BLOCKS } from '../../../src/registry/inflight-ledger.ts';
 import type { SimRequest, Workload } from '../../../native-bench/sim/workload-types.ts';
 import { decodeStepMs, idlePrefillMs, PROFILES } from '../../../test/mock-replica/engine/profiles.ts';
 
@@ -116,4 +117,28 @@ test('admission in the loop: a burst past the KV budget is shed at once; with --
   assert.equal(retried.admitted, 2);
   assert.ok(retried.shed >= 3);
   assert.equal(retried.completed, 5);
+});
+
+test('a restarted replica comes back empty: the registry sees the new process and the repeat misses', () => {
+  const fleet = tinyFleet(1, 'round-robin');
+  const sim = new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'round-robin', durationMs: 1000, gateways: 1, seed: 1,
+    workload: new ListWorkload([req(0, 200, 160, 2, 9), req(1, 600, 160, 2, 9)]), restarts: [{ replica: 't-1', atS: 0.4 }],
+  });
+  const state = sim.run();
+  assert.equal(state.figures.completed, 2);
+  assert.equal(state.figures.hitMeasured, 0);
+  assert.equal(state.restartsSeen, 1);
+});
+
+test('--gateways 2: requests spread over two gateways, each with its own ledger', () => {
+  const fleet = tinyFleet(2, 'least-outstanding-tokens');
+  const reqs = Array.from({ length: 40 }, (_, i) => req(i, 200 + i * 10, 64, 4, 1000 + i));
+  const sim = new FleetSim({ pool: fleet.pools[0]!, fleet, policy: 'least-outstanding-tokens', workload: new ListWorkload(reqs), durationMs: 1000, gateways: 2, seed: 1 });
+  const f = sim.run().figures;
+  assert.equal(f.completed, 40);
+  const dispatched = sim.gateways.map((g) => g.ledger.get(0, LEDGER_DISPATCHED_BLOCKS) + g.ledger.get(1, LEDGER_DISPATCHED_BLOCKS));
+  // 68 tokens reserve 5 blocks each; every request went through exactly one gateway.
+  assert.equal(dispatched[0]! + dispatched[1]!, 40 * 5);
+  assert.ok(dispatched[0]! > 0 && dispatched[1]! > 0);
 });
