@@ -17,7 +17,7 @@ export const SEED_MIX = {
   /** LoRA pool: this many tenants with adaptersPerTenant adapters each (about 60 in all). */
   loraTenants: 15,
   adaptersPerTenant: 4,
-  systemMedian: 480,
+  systemMedian: 720,
   systemSigma: 0.7,
   systemMax: 6000,
   userMedian: 100,
@@ -124,6 +124,13 @@ export class SeedMixWorkload implements Workload {
       });
     }
     this.tenantCum = zipfCumulative(count, m.tenantZipf);
+    // The busiest tenants carry most of the traffic, so their draws alone would move the stream's mean
+    // prompt by hundreds of tokens from seed to seed: scale the system prompts so that their
+    // traffic-weighted mean is the distribution's mean (median·e^{σ²/2}) whatever the seed.
+    let weighted = 0;
+    for (let t = 0; t < count; t++) weighted += this.tenants[t]!.systemTokens * (this.tenantCum[t]! - (t > 0 ? this.tenantCum[t - 1]! : 0));
+    const scale = (m.systemMedian * Math.exp((m.systemSigma * m.systemSigma) / 2)) / weighted;
+    for (const t of this.tenants) t.systemTokens = Math.round(Math.min(m.systemMax, Math.max(64, t.systemTokens * scale)));
     // Sessions start PREHISTORY_MS before time 0 and their requests before 0 are dropped, so the stream
     // opens in steady state (chats already under way) rather than with first turns only.
     this.burstStartMs = -PREHISTORY_MS + this.arrivals.exp(m.burstGapMs);
