@@ -1,6 +1,7 @@
 // Runs one sweep point and turns its figures into the contract's run object (rounded so the JSON reads
 // well; rounding is deterministic, so the same flags still give the same bytes) plus its cost.
 // Thread: main or a sweep worker.
+import { readFileSync } from 'node:fs';
 import type { RunFigures } from './metrics.ts';
 import type { RunJson, RunOutput, RunSpec } from './run-types.ts';
 import { simulateRun } from './sim-run.ts';
@@ -36,14 +37,28 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
   };
 }
 
+/**
+ * CPU time of the calling thread in ms, from /proc/thread-self/stat (utime + stime, in 10 ms clock ticks):
+ * process.cpuUsage() counts every thread, and Node 20 has no per-thread figure. NaN off Linux.
+ */
+export function threadCpuMs(): number {
+  try {
+    const stat = readFileSync('/proc/thread-self/stat', 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 export function executeRun(spec: RunSpec): RunOutput {
-  const t0 = performance.now();
+  const c0 = threadCpuMs();
   const state = simulateRun(spec);
   return {
     index: spec.index,
     json: runJson(spec, state.figures),
     simulatedRequests: state.simulatedRequests,
-    elapsedMs: performance.now() - t0,
+    cpuMs: threadCpuMs() - c0,
     failed: state.figures.failed,
     admission: state.admission,
   };

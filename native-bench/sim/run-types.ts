@@ -55,9 +55,9 @@ export interface RunJson {
 export interface RunOutput {
   index: number;
   json: RunJson;
-  /** Requests the run simulated (warm-up included) and the wall time of the thread that ran it (busy throughout): not part of the JSON. */
+  /** Requests the run simulated (warm-up included) and the CPU time of the thread that ran it: not part of the JSON. */
   simulatedRequests: number;
-  elapsedMs: number;
+  cpuMs: number;
   /** Requests that failed (no healthy replica, or cut mid-stream by a kill). */
   failed: number;
   /** How admission was done in this run (the controller's name, or that everything was admitted). */
