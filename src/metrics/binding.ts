@@ -40,8 +40,6 @@ interface PoolSlot {
   readonly label: string;
   readonly tpot: Observer;
   readonly queueWait: Observer;
-  readonly predictedCached: Incrementer;
-  readonly reportedCached: Incrementer;
   /** [tenant slot] → input, output, cached token counters. */
   readonly tokens: { input: Incrementer; output: Incrementer; cached: Incrementer }[];
   readonly admission: Record<(typeof ADMISSION_RESULTS)[number], Incrementer>;
@@ -85,8 +83,6 @@ export class Binding {
         label: pool,
         tpot: histogramChild(f.tpot, pool),
         queueWait: histogramChild(f.queueWait, pool),
-        predictedCached: counterChild(f.predicted, pool),
-        reportedCached: counterChild(f.reported, pool),
         tokens: this.tenants.values.map((tenant) => ({
           input: counterChild(f.tokens, pool, tenant, 'input'),
           output: counterChild(f.tokens, pool, tenant, 'output'),

@@ -42,7 +42,6 @@ export interface RequestOutcome {
   inputTokens: number;
   outputTokens: number;
   cachedTokens: number;
-  predictedCachedTokens: number | null;
   retries: number;
   cancelled: boolean;
   tpotSeconds: number | null;
@@ -139,10 +138,6 @@ export class GatewayMetrics {
     if (o.inputTokens > 0) t.input.inc(o.inputTokens);
     if (o.outputTokens > 0) t.output.inc(o.outputTokens);
     if (o.cachedTokens > 0) t.cached.inc(o.cachedTokens);
-    if (o.predictedCachedTokens !== null) {
-      ps.predictedCached.inc(o.predictedCachedTokens);
-      ps.reportedCached.inc(o.cachedTokens);
-    }
     if (o.cancelled) rs.cancellations.inc();
   }
 

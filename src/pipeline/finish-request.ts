@@ -84,7 +84,6 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     inputTokens: ctx.replicaId === null ? 0 : ctx.inputTokens,
     outputTokens: ctx.outputTokens,
     cachedTokens: ctx.cachedTokens,
-    predictedCachedTokens: null,
     retries: ctx.retries,
     cancelled: ctx.cancelled,
     tpotSeconds: ctx.ttftMs !== null && ctx.outputTokens > 1 ? (durationMs - ctx.ttftMs) / 1000 / (ctx.outputTokens - 1) : null,

@@ -20,7 +20,7 @@ export const metricsTestConfig = () => parseConfig({
 export const base: RequestOutcome = {
   route: 'chat', pool: '8b', tenant: 'alpha', status: 200, code: null, stream: true,
   ttftSeconds: 0.12, durationSeconds: 3, upstreamSeconds: 2.995, queueSeconds: 0,
-  inputTokens: 1800, outputTokens: 300, cachedTokens: 1500, predictedCachedTokens: 1504,
+  inputTokens: 1800, outputTokens: 300, cachedTokens: 1500,
   retries: 0, cancelled: false, tpotSeconds: 0.024,
 };
 
@@ -35,7 +35,7 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.quota('rate_limit_exceeded');
   m.requestEnded({
     ...base, tenant: 'beta', status: 429, code: 'rate_limit_exceeded', ttftSeconds: null, tpotSeconds: null,
-    durationSeconds: 0.002, upstreamSeconds: 0, inputTokens: 0, outputTokens: 0, cachedTokens: 0, predictedCachedTokens: null,
+    durationSeconds: 0.002, upstreamSeconds: 0, inputTokens: 0, outputTokens: 0, cachedTokens: 0,
   });
   // 3. cancel mid-stream after 40 tokens: queued 50 ms first
   m.quota('ok');
@@ -44,7 +44,7 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.cancelled('streaming', 0.0008);
   m.requestEnded({
     ...base, status: 200, cancelled: true, durationSeconds: 1.5, upstreamSeconds: 1.446, queueSeconds: 0.05,
-    outputTokens: 40, cachedTokens: 0, predictedCachedTokens: 0, ttftSeconds: 0.25, tpotSeconds: 0.03,
+    outputTokens: 40, cachedTokens: 0, ttftSeconds: 0.25, tpotSeconds: 0.03,
   });
   // 4. retry: first attempt refused the connection, second replica served it (non-stream, 70b)
   m.quota('ok');
@@ -55,6 +55,6 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.routed('kv-aware', '70b-1');
   m.requestEnded({
     ...base, route: 'completions', pool: '70b', stream: false, retries: 1, durationSeconds: 0.9, upstreamSeconds: 0.896,
-    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0, predictedCachedTokens: null,
+    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0,
   });
 }
