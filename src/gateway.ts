@@ -8,7 +8,8 @@ import { createQuotaStore } from './quota/create-quota-store.ts';
 import type { QuotaStore } from './quota/types.ts';
 import { ReplicaRegistry } from './registry/replica-registry.ts';
 import { Router, createPolicy } from './router/route.ts';
-import type { RoutingFeedback, RoutingPolicy } from './router/types.ts';
+import type { FleetView, RoutingFeedback, RoutingPolicy } from './router/types.ts';
+import { PrefixIndex } from './router/prefix-index.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
 import { ModelCatalog } from './pipeline/model-catalog.ts';
@@ -26,8 +27,8 @@ export interface StartOptions {
   metricsChannel?: string;
   logLevel?: LogLevel;
   logger?: Logger;
-  /** Builds the routing policy from the routing config (default createPolicy); tests pass a recording policy. */
-  routingPolicy?: (routing: GatewayConfig['routing']) => RoutingPolicy & RoutingFeedback;
+  /** Builds the routing policy (default createPolicy); tests pass a recording policy. */
+  routingPolicy?: (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
 }
 
 export interface Gateway {
@@ -69,6 +70,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const upstream = new UpstreamClient(cfg.upstream);
   const usage = UsageRecorder.fromConfig(cfg);
   const logStage: LogStage = log;
+  // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
+  const prefixIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
 
   const build = (c: GatewayConfig): Services => Object.freeze({
     cfg: c,
@@ -77,13 +80,15 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     quota,
     tokenizer,
     registry,
-    router: new Router((opts.routingPolicy ?? createPolicy)(c.routing), registry),
+    router: new Router((opts.routingPolicy ?? createPolicy)(c, registry, prefixIndex), registry),
     upstream,
     usage,
     metrics,
     log: logStage,
   });
   let services = build(cfg);
+  // A restarted replica's cache is empty: the router forgets what it believed the replica held.
+  registry.onRestart((slot) => services.router.replicaReset(slot));
 
   metrics.setSources({
     ...fleetGaugeSources(registry, () => services.cfg),
@@ -121,11 +126,14 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     async reload(next: GatewayConfig): Promise<void> {
       const before = new Set(services.cfg.pools.flatMap((p) => p.replicas.map((r) => r.url)));
       for (const p of next.pools) for (const r of p.replicas) before.delete(r.url);
+      const kept = new Set(next.pools.flatMap((p) => p.replicas.map((r) => r.id)));
+      const left = services.cfg.pools.flatMap((p) => p.replicas.filter((r) => !kept.has(r.id)).map((r) => registry.slotOf(r.id)));
       registry.reload(next);
       // Removed replicas: their connection pools close once the requests still on them finish.
       for (const url of before) void upstream.forget(url);
       metrics.reconfigure(next);
       services = build(next);
+      for (const slot of left) if (slot >= 0) services.router.replicaReset(slot);
       server.setServices(services);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');
     },

@@ -139,7 +139,7 @@ const pipeline: BenchScenario = async (args) => {
   const metrics = new GatewayMetrics(cfg, { listenToWorkers: false });
   const base: Services = {
     cfg, catalog: new ModelCatalog(cfg), auth: new Authenticator(cfg.tenants, {}), quota, tokenizer, registry,
-    router: new Router(createPolicy(cfg.routing), registry),
+    router: new Router(createPolicy(cfg, registry), registry),
     upstream: new CannedUpstream(streamChunks(tokens), jsonBody(tokens)) as unknown as UpstreamClient,
     usage: UsageRecorder.fromConfig(cfg), metrics, log: silentLog,
   };

@@ -18,6 +18,6 @@ export function withPolicy(cfg: GatewayConfig, name: string): GatewayConfig {
 }
 
 /** One gateway's policy instance over its own fleet view. */
-export function buildPolicy(cfg: GatewayConfig, _fleet: FleetView): RoutingPolicy & RoutingFeedback {
-  return createPolicy(cfg.routing);
+export function buildPolicy(cfg: GatewayConfig, fleet: FleetView): RoutingPolicy & RoutingFeedback {
+  return createPolicy(cfg, fleet);
 }

@@ -16,6 +16,22 @@ export const replicaSchema = z.strictObject({
   weight: z.number().min(0).default(1),
 });
 
+/**
+ * What the kv-aware router predicts a replica of this pool costs (its own learned prefill rate replaces
+ * prefill_tokens_per_second per replica as first tokens come back). Defaults: Llama 3.1 8B on one A100.
+ * Decode step = decode_base_ms + decode_per_seq_ms × batch + decode_per_1k_kv_tokens_ms × KV tokens / 1000.
+ */
+export const engineSchema = z.strictObject({
+  prefill_tokens_per_second: z.number().positive().default(12000),
+  decode_base_ms: z.number().min(0).default(10.5),
+  decode_per_seq_ms: z.number().min(0).default(0.025),
+  decode_per_1k_kv_tokens_ms: z.number().min(0).default(0.085),
+  /** Loading a LoRA adapter that is not resident into a GPU slot. */
+  adapter_load_ms: z.number().min(0).default(40),
+  /** A replica whose decode step would pass this once the request joins its batch is avoided. */
+  tpot_target_ms: z.number().positive().default(50),
+});
+
 export const poolSchema = z.strictObject({
   id: name,
   model: name,
@@ -31,6 +47,7 @@ export const poolSchema = z.strictObject({
   /** Read only by `npm run fleet`: which mock profile and LoRA slots to give this pool's replicas. */
   mock_profile: z.enum(['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny']).default('llama-8b-a100'),
   mock_max_loras: z.number().int().positive().optional(),
+  engine: engineSchema.prefault({}),
 });
 
 const apiKey = z.union([
@@ -99,8 +116,16 @@ export const configSchema = z.strictObject({
     stale_ms: z.number().int().positive().default(5000),
   }).prefault({}),
   routing: z.strictObject({
-    policy: z.enum(['round-robin', 'least-outstanding-tokens']).default('least-outstanding-tokens'),
+    policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'sglang', 'dynamo']).default('kv-aware'),
     params: z.record(z.string(), z.unknown()).default({}),
+    /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). */
+    load_bound_epsilon: z.number().min(0).default(0.25),
+    /** Prefix index entries (36.5 bytes each, shared by every acceptor thread). */
+    prefix_index_entries: z.number().int().min(8).default(1_048_576),
+    /** A prefix match of at most this many blocks (the chat template's opening) counts as cold. */
+    cold_prefix_blocks: z.number().int().min(0).default(2),
+    /** Cold placement hashes block min(cold_key_block, last full block) of the prompt (0-based). */
+    cold_key_block: z.number().int().min(0).default(4),
   }).prefault({}),
   registry: z.strictObject({
     scrape_interval_ms: z.number().int().positive().default(100),
@@ -142,5 +167,6 @@ export const configSchema = z.strictObject({
 
 export type GatewayConfig = z.output<typeof configSchema>;
 export type PoolConfig = z.output<typeof poolSchema>;
+export type EngineConfig = z.output<typeof engineSchema>;
 export type ReplicaConfig = z.output<typeof replicaSchema>;
 export type TenantConfig = z.output<typeof tenantSchema>;

@@ -6,15 +6,35 @@ import type { GatewayConfig } from '../config/schema.ts';
 import { Decision, type FleetView, type RouteRequest, type RoutingFeedback, type RoutingPolicy } from './types.ts';
 import { RoundRobinPolicy } from './policies/round-robin.ts';
 import { LeastOutstandingTokensPolicy } from './policies/least-outstanding-tokens.ts';
+import { KvAwarePolicy } from './policies/kv-aware.ts';
+import { LlmdPolicy } from './policies/llm-d.ts';
+import { SglangPolicy } from './policies/sglang.ts';
+import { DynamoPolicy } from './policies/dynamo.ts';
+import { PrefixIndex } from './prefix-index.ts';
 
 export type RouteResult =
   | { ok: true; slot: number; replicaId: string; decision: Decision }
   | { ok: false; reason: 'no_healthy_replica' | 'all_tried' };
 
-export function createPolicy(cfg: GatewayConfig['routing']): RoutingPolicy & RoutingFeedback {
-  switch (cfg.policy) {
+/**
+ * Builds the configured policy for `fleet` (setup only). The index-using policies share `index` when given
+ * (an acceptor thread attaching to another's buffer), else get a new one of routing.prefix_index_entries.
+ */
+export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: PrefixIndex): RoutingPolicy & RoutingFeedback {
+  const r = cfg.routing;
+  const slots = fleet.ledger.slots;
+  const prefixIndex = (): PrefixIndex => index ?? new PrefixIndex({ entries: r.prefix_index_entries, slots });
+  switch (r.policy) {
     case 'round-robin': return new RoundRobinPolicy();
     case 'least-outstanding-tokens': return new LeastOutstandingTokensPolicy();
+    case 'llm-d': return new LlmdPolicy(prefixIndex(), slots);
+    case 'sglang': return new SglangPolicy(prefixIndex(), slots);
+    case 'dynamo': return new DynamoPolicy(prefixIndex(), slots, cfg.pools);
+    case 'kv-aware': return new KvAwarePolicy({
+      pools: cfg.pools, index: prefixIndex(), fleet, staleMs: cfg.admission.stale_ms,
+      headroomRatio: cfg.admission.headroom_ratio, connectionsPerReplica: cfg.upstream.connections_per_replica,
+      loadBoundEpsilon: r.load_bound_epsilon, coldPrefixBlocks: r.cold_prefix_blocks, coldKeyBlock: r.cold_key_block,
+    });
   }
 }
 

@@ -57,6 +57,11 @@ export class Decision {
    * the policy picked the least bad replica of a full pool: admission control queues such a request.
    */
   fits = true;
+  /** Tokens of prefill work ahead of and including this request on the chosen replica at decision time
+   * (kv-aware; NaN otherwise): the numerator of the prefill-rate sample its first token gives. */
+  workAheadTokens = Number.NaN;
+  /** The prefill part of predictedTtftMs (kv-aware; NaN otherwise). */
+  predictedPrefillMs = Number.NaN;
 
   reset(): void {
     this.slot = -1;
@@ -66,6 +71,8 @@ export class Decision {
     this.kvAfter = Number.NaN;
     this.why = 'policy';
     this.fits = true;
+    this.workAheadTokens = Number.NaN;
+    this.predictedPrefillMs = Number.NaN;
   }
 }
 

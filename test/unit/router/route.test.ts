@@ -8,6 +8,7 @@ import { RoundRobinPolicy } from '../../../src/router/policies/round-robin.ts';
 import { LeastOutstandingTokensPolicy } from '../../../src/router/policies/least-outstanding-tokens.ts';
 import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { FleetView, RouteRequest } from '../../../src/router/types.ts';
+import { configSchema, type GatewayConfig } from '../../../src/config/schema.ts';
 
 interface ReplicaSpec { id: string; pool: string; healthy?: boolean; draining?: boolean; adapters?: string[] | null; resident?: string[] }
 
@@ -48,6 +49,10 @@ class TestFleet implements FleetView {
   nowMs(): number {
     return 0;
   }
+}
+
+function withPolicy(policy: GatewayConfig['routing']['policy']): GatewayConfig {
+  return configSchema.parse({ routing: { policy, prefix_index_entries: 64 }, pools: [{ id: '8b', model: 'm', replicas: [{ id: 'a', url: 'http://127.0.0.1:1' }] }] });
 }
 
 const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({
@@ -196,7 +201,7 @@ test('excluded slots (earlier attempts) are skipped', () => {
 
 test('all healthy members tried is all_tried; none healthy is no_healthy_replica', () => {
   const fleet = new TestFleet([{ id: 'a', pool: '8b' }, { id: 'b', pool: '8b', healthy: false }, { id: 'c', pool: '8b', draining: true }]);
-  const router = new Router(createPolicy({ policy: 'round-robin', params: {} }), fleet);
+  const router = new Router(createPolicy(withPolicy('round-robin'), fleet), fleet);
   assert.deepEqual(router.route(req({ excluded: [0] })), { ok: false, reason: 'all_tried' });
   fleet.specs[0]!.healthy = false;
   assert.deepEqual(router.route(req()), { ok: false, reason: 'no_healthy_replica' });
@@ -212,8 +217,8 @@ test('an adapter no healthy member hosts is no_healthy_replica, not all_tried', 
 });
 
 test('createPolicy builds each configured baseline, and the route header names the replica and policy', () => {
-  const rr = createPolicy({ policy: 'round-robin', params: {} });
-  const lot = createPolicy({ policy: 'least-outstanding-tokens', params: {} });
+  const rr = createPolicy(withPolicy('round-robin'), new TestFleet(threeReplicas()));
+  const lot = createPolicy(withPolicy('least-outstanding-tokens'), new TestFleet(threeReplicas()));
   assert.equal(rr.name, 'round-robin');
   assert.equal(lot.name, 'least-outstanding-tokens');
   const router = new Router(rr, new TestFleet(threeReplicas()));

@@ -1,0 +1,37 @@
+// The hard load bound (consistent hashing with bounded loads, in tokens): a candidate may take the request
+// when its in-flight tokens with the request added stay within (1 + ε) × the mean over the candidates,
+// that mean including the request (ε = routing.load_bound_epsilon), or when it is idle. When none may (one
+// request larger than the bound allows anywhere busy), the least loaded candidate alone is allowed.
+// In-flight tokens are the ledger's outstanding tokens: prompt not yet prefilled + output not yet generated.
+// Thread: the acceptor. Hot path: two passes over the candidates.
+import type { CandidateTable } from '../candidate-table.ts';
+
+export class LoadBoundFilter {
+  readonly name = 'load-bound-filter';
+  private readonly factor: number;
+
+  constructor(epsilon: number) {
+    this.factor = 1 + epsilon;
+  }
+
+  /** Marks t.allowed; returns how many candidates are within the bound (0 = the fallback applied). */
+  mark(t: CandidateTable): number {
+    const n = t.n;
+    let sum = 0;
+    let least = 0;
+    for (let i = 0; i < n; i++) {
+      sum += t.outstanding[i]!;
+      if (t.outstanding[i]! < t.outstanding[least]!) least = i;
+    }
+    let within = 0;
+    for (let i = 0; i < n; i++) {
+      const out = t.outstanding[i]!;
+      const add = t.addTokens[i]!;
+      const ok = out <= 0 || out + add <= (this.factor * (sum + add)) / n;
+      t.allowed[i] = ok ? 1 : 0;
+      if (ok) within++;
+    }
+    if (within === 0) t.allowed[least] = 1;
+    return within;
+  }
+}

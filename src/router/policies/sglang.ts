@@ -1,0 +1,68 @@
+// sglang (the SGLang router's cache_aware policy with its CLI defaults), for comparison:
+//   loads = requests in flight per worker (this gateway's ledger)
+//   if max − min > 64 and max > 1.5 × min → least loaded
+//   else if matched blocks / prompt blocks > 0.3 → the worker with the longest match (ties: less loaded)
+//   else → least loaded
+// Prefix from the shared PrefixIndex, written at dispatch; no correction, reply blocks or headroom.
+// Thread: the acceptor. Hot path: one index lookup + one ledger load per candidate.
+import { LEDGER_INFLIGHT } from '../../registry/inflight-ledger.ts';
+import { CandidateTable } from '../candidate-table.ts';
+import { matchPrefix } from '../prefix-match.ts';
+import type { PrefixIndex } from '../prefix-index.ts';
+import type { Decision, FleetView, RouteRequest, RoutingFeedback, RoutingPolicy } from '../types.ts';
+
+export const SGLANG_DEFAULTS = { balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 } as const;
+
+export class SglangPolicy implements RoutingPolicy, RoutingFeedback {
+  readonly name = 'sglang';
+  private readonly index: PrefixIndex;
+  private readonly table: CandidateTable;
+
+  constructor(index: PrefixIndex, slots: number) {
+    this.index = index;
+    this.table = new CandidateTable(slots);
+  }
+
+  pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
+    const n = eligible.length;
+    if (n === 0) return -1;
+    const t = this.table;
+    t.begin(eligible);
+    const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
+    let least = 0;
+    let most = 0;
+    for (let i = 0; i < n; i++) {
+      t.inflight[i] = fleet.ledger.get(t.slot[i]!, LEDGER_INFLIGHT);
+      if (t.inflight[i]! < t.inflight[least]!) least = i;
+      if (t.inflight[i]! > t.inflight[most]!) most = i;
+    }
+    const min = t.inflight[least]!;
+    const max = t.inflight[most]!;
+    let chosen = least;
+    out.why = 'policy';
+    const imbalanced = max - min > SGLANG_DEFAULTS.balanceAbsThreshold && max > SGLANG_DEFAULTS.balanceRelThreshold * min;
+    const blocks = req.blockHashes.length;
+    if (!imbalanced && blocks > 0 && maxMatch / blocks > SGLANG_DEFAULTS.cacheThreshold) {
+      chosen = -1;
+      for (let i = 0; i < n; i++) {
+        if (t.matched[i] === maxMatch && (chosen < 0 || t.inflight[i]! < t.inflight[chosen]!)) chosen = i;
+      }
+      out.why = 'prefix';
+    }
+    out.slot = t.slot[chosen]!;
+    out.cachedBlocks = t.matched[chosen]!;
+    return out.slot;
+  }
+
+  describe(): string {
+    return '';
+  }
+
+  dispatched(slot: number, req: RouteRequest): void {
+    if (req.blockHashes.length > 0) this.index.insert(req.blockHashes, 0, slot);
+  }
+
+  replicaReset(slot: number): void {
+    this.index.purgeSlot(slot);
+  }
+}

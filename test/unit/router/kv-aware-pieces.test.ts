@@ -1,0 +1,137 @@
+// The pieces kv-aware is built from, table by table: the predicted-TTFT scorer, the headroom and load-bound
+// filters, the tiered picker, the prefill-rate learner, the engine step model and the cached-token rule.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CandidateTable } from '../../../src/router/candidate-table.ts';
+import { EngineModel } from '../../../src/router/engine-model.ts';
+import { HeadroomFilter } from '../../../src/router/filters/headroom-filter.ts';
+import { LoadBoundFilter } from '../../../src/router/filters/load-bound-filter.ts';
+import { KvEstimator } from '../../../src/router/kv-estimate.ts';
+import { PrefillRateLearner } from '../../../src/router/prefill-rate.ts';
+import { PrefixIndex } from '../../../src/router/prefix-index.ts';
+import { TieredPicker } from '../../../src/router/pickers/tiered-picker.ts';
+import { PredictedTtftScorer } from '../../../src/router/scorers/predicted-ttft-scorer.ts';
+import { predictedCachedTokens } from '../../../src/router/policies/kv-aware.ts';
+import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
+
+const pool8b = fixtureConfig(['a']).pools[0]!;
+
+void test('the step model reproduces the mock engine calibration for 8B and 70B', () => {
+  const m8 = new EngineModel(pool8b);
+  const m70 = new EngineModel({ id: '70b', block_size: 16, engine: { ...pool8b.engine, decode_base_ms: 48.5, decode_per_seq_ms: 0.06, decode_per_1k_kv_tokens_ms: 0.1 } });
+  const cases: Array<[EngineModel, number, number]> = [[m8, 1, 10.65], [m8, 64, 20.3], [m8, 256, 49.5], [m70, 1, 48.7], [m70, 128, 75.4]];
+  for (const [m, batch, ms] of cases) assert.ok(Math.abs(m.stepMs(batch, batch * 1500) - ms) < 0.1, `${batch} → ${m.stepMs(batch, batch * 1500)}`);
+});
+
+void test('predicted TTFT: queued prefill and uncached tokens over the rate, adapter load, one decode step', () => {
+  // prompt 1,208 tokens (75 full blocks), max_tokens 100 → 82 blocks; 8B defaults: 12,000 tok/s.
+  const cases: Array<{ name: string; matched: number; setup?: (f: FixtureFleet) => void; adapter?: string; ttft: number; kvAfter: number }> = [
+    { name: 'idle, nothing cached', matched: 0, ttft: 111.30319, kvAfter: 82 / 10_000 },
+    { name: '50 blocks cached', matched: 50, ttft: 44.56852, kvAfter: 32 / 10_000 },
+    {
+      name: 'ledger prefill + scraped waiting beyond the ledger × mean prompt, batch from the scrape', matched: 0,
+      setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 3, running: 10, kvUsage: 0.1 }); },
+      ttft: 479.57985, kvAfter: 1082 / 10_000,
+    },
+    { name: 'adapter not resident', matched: 0, adapter: 'sql', ttft: 151.30319, kvAfter: 82 / 10_000 },
+    { name: 'adapter resident', matched: 0, adapter: 'sql', setup: (f) => { f.resident[0] = ['sql']; }, ttft: 111.30319, kvAfter: 82 / 10_000 },
+    {
+      name: 'stale row: only the ledger counts, KV unknown', matched: 0,
+      setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 50, running: 200, kvUsage: 0.5, lastGoodScrapeMs: 1 }); },
+      ttft: 311.50719, kvAfter: Number.NaN,
+    },
+  ];
+  for (const c of cases) {
+    const fleet = new FixtureFleet(['a']);
+    c.setup?.(fleet);
+    const index = new PrefixIndex({ entries: 64, slots: 1 });
+    const scorer = new PredictedTtftScorer(new KvEstimator(fleet, 1, 5000), new PrefillRateLearner(1), index);
+    const t = new CandidateTable(1);
+    t.begin([0]);
+    t.matched[0] = c.matched;
+    scorer.score(request(hashes(75, 1), { promptTokens: 1208, adapter: c.adapter ?? null }), t, fleet, new EngineModel(pool8b), 1000);
+    assert.ok(Math.abs(t.ttftMs[0]! - c.ttft) < 1e-3, `${c.name}: ${t.ttftMs[0]}`);
+    if (Number.isNaN(c.kvAfter)) assert.ok(Number.isNaN(t.kvAfter[0]!), c.name);
+    else assert.ok(Math.abs(t.kvAfter[0]! - c.kvAfter) < 1e-9, `${c.name}: kv ${t.kvAfter[0]}`);
+    assert.equal(t.addTokens[0], 1208 - c.matched * 16 + 100, c.name);
+  }
+});
+
+void test('headroom filter: KV after the request, TPOT after joining, and the connection cap', () => {
+  const f = new HeadroomFilter(0.15, 4);
+  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number]> = [
+    [0.5, 20, 0, 1], [0.85, 20, 0, 1], [0.86, 20, 0, 0], [Number.NaN, 20, 0, 1], [0.5, 50, 0, 1], [0.5, 50.1, 0, 0], [0.5, 20, 3, 1], [0.5, 20, 4, 0],
+  ];
+  const t = new CandidateTable(rows.length);
+  t.begin(rows.map((_, i) => i));
+  rows.forEach(([kv, step, inflight], i) => { t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; });
+  f.mark(t, 50);
+  assert.deepEqual([...t.fits.subarray(0, rows.length)], rows.map((r) => r[3]));
+});
+
+void test('load-bound filter: within (1 + ε) × the mean including the request, idle always allowed', () => {
+  const cases: Array<{ out: number[]; add: number[]; allowed: number[]; within: number }> = [
+    // mean with the request = (0 + 1500 + 3000 + 1000) / 3 = 1833; bound 2292: 1500 + 1000 is over
+    { out: [0, 1500, 3000], add: [1000, 1000, 1000], allowed: [1, 0, 0], within: 1 },
+    { out: [0, 1000, 3000], add: [1000, 1000, 1000], allowed: [1, 1, 0], within: 2 },
+    { out: [500, 500, 500, 500], add: [100, 100, 100, 100], allowed: [1, 1, 1, 1], within: 4 },
+    // a request bigger than any busy replica's bound: only the least loaded is let through
+    { out: [100, 200], add: [10_000, 10_000], allowed: [1, 0], within: 0 },
+    // cached work is less: same replica allowed with a smaller addition
+    { out: [1000, 1000], add: [100, 2000], allowed: [1, 0], within: 1 },
+  ];
+  const f = new LoadBoundFilter(0.25);
+  for (const c of cases) {
+    const t = new CandidateTable(c.out.length);
+    t.begin(c.out.map((_, i) => i));
+    c.out.forEach((o, i) => { t.outstanding[i] = o; t.addTokens[i] = c.add[i]!; });
+    assert.equal(f.mark(t), c.within);
+    assert.deepEqual([...t.allowed.subarray(0, c.out.length)], c.allowed, JSON.stringify(c));
+  }
+});
+
+void test('tiered picker: fits, then fresh but full, then stale; never outside the load bound', () => {
+  const cases: Array<{ allowed: number[]; fresh: number[]; fits: number[]; ttft: number[]; pick: number; tier: number }> = [
+    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 1, tier: 0 },
+    { allowed: [1, 0, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 2, tier: 0 },
+    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [0, 1, 0], ttft: [10, 90, 20], pick: 1, tier: 0 },
+    { allowed: [1, 1, 1], fresh: [1, 0, 1], fits: [0, 1, 0], ttft: [30, 5, 20], pick: 2, tier: 1 },
+    { allowed: [1, 1], fresh: [0, 0], fits: [1, 1], ttft: [30, 20], pick: 1, tier: 2 },
+  ];
+  for (const c of cases) {
+    const t = new CandidateTable(3);
+    t.begin(c.ttft.map((_, i) => i));
+    c.ttft.forEach((v, i) => { t.ttftMs[i] = v; t.allowed[i] = c.allowed[i]!; t.fresh[i] = c.fresh[i]!; t.fits[i] = c.fits[i]!; });
+    const p = new TieredPicker();
+    assert.equal(p.pickLeastTtft(t), c.pick, JSON.stringify(c));
+    assert.equal(p.tier, c.tier);
+  }
+  const t = new CandidateTable(3);
+  t.begin([0, 1, 2]);
+  [[1, 1, 1, 5, 10], [1, 1, 1, 9, 30], [1, 1, 0, 99, 1]].forEach(([al, fr, fi, w, ttft], i) => {
+    t.allowed[i] = al!; t.fresh[i] = fr!; t.fits[i] = fi!; t.weight[i] = w!; t.ttftMs[i] = ttft!;
+  });
+  assert.equal(new TieredPicker().pickHighestWeight(t), 1, 'highest weight among those that fit');
+  t.fits[0] = 0; t.fits[1] = 0;
+  assert.equal(new TieredPicker().pickHighestWeight(t), 2, 'none fits: the least TTFT of the full ones');
+});
+
+void test('prefill rate: samples clamped to [0.5×, 2×] the estimate, then an EWMA; reset returns to the pool figure', () => {
+  const r = new PrefillRateLearner(2);
+  assert.equal(r.rate(0, 12_000), 12_000);
+  r.observe(0, 6000, 1000, 12_000); // 6,000 tok/s: within the clamp
+  assert.equal(r.rate(0, 12_000), 10_800);
+  r.observe(0, 100_000, 1, 12_000); // absurdly fast: clamped to 2×
+  assert.equal(r.rate(0, 12_000), 10_800 + 0.2 * 10_800);
+  r.observe(0, 0, 100, 12_000);
+  r.observe(0, 100, -5, 12_000);
+  assert.equal(r.sampleCount(0), 2, 'empty or negative samples are ignored');
+  r.reset(0);
+  assert.equal(r.rate(0, 12_000), 12_000);
+  assert.equal(r.rate(1, 2400), 2400);
+});
+
+void test('the cached tokens a replica reports for a held prefix leave the last prompt token to compute', () => {
+  const cases: Array<[blocks: number, prompt: number, tokens: number]> = [[10, 200, 160], [10, 160, 144], [0, 200, 0], [1, 16, 0], [3, 1000, 48]];
+  for (const [b, p, want] of cases) assert.equal(predictedCachedTokens(b, p, 16), want, `${b} blocks of ${p}`);
+});
