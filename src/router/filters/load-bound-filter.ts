@@ -1,7 +1,9 @@
 // The hard load bound (consistent hashing with bounded loads, in tokens): a candidate may take the request
 // when its in-flight tokens with the request added stay within (1 + ε) × the mean over the candidates,
-// that mean including the request (ε = routing.load_bound_epsilon), or when it is idle. When none may (one
-// request larger than the bound allows anywhere busy), the least loaded candidate alone is allowed.
+// that mean including the request (ε = routing.load_bound_epsilon), or when it is idle. When none may (a
+// request larger than the bound leaves room for anywhere busy), the rule is applied to the load before the
+// request instead, which the least loaded candidate always passes, so near-equal candidates stay eligible
+// and cold placement keeps its rendezvous order.
 // In-flight tokens are the ledger's outstanding tokens: prompt not yet prefilled + output not yet generated.
 // Thread: the acceptor. Hot path: two passes over the candidates.
 import type { CandidateTable } from '../candidate-table.ts';
@@ -17,21 +19,21 @@ export class LoadBoundFilter {
   /** Marks t.allowed; returns how many candidates are within the bound (0 = the fallback applied). */
   mark(t: CandidateTable): number {
     const n = t.n;
+    const factor = this.factor;
     let sum = 0;
-    let least = 0;
-    for (let i = 0; i < n; i++) {
-      sum += t.outstanding[i]!;
-      if (t.outstanding[i]! < t.outstanding[least]!) least = i;
-    }
+    for (let i = 0; i < n; i++) sum += t.outstanding[i]!;
     let within = 0;
     for (let i = 0; i < n; i++) {
       const out = t.outstanding[i]!;
       const add = t.addTokens[i]!;
-      const ok = out <= 0 || out + add <= (this.factor * (sum + add)) / n;
+      const ok = out <= 0 || out + add <= (factor * (sum + add)) / n;
       t.allowed[i] = ok ? 1 : 0;
       if (ok) within++;
     }
-    if (within === 0) t.allowed[least] = 1;
+    if (within === 0) {
+      // Bounded loads' admission rule, before the request's own tokens: always true of the least loaded.
+      for (let i = 0; i < n; i++) t.allowed[i] = t.outstanding[i]! <= (factor * (sum + t.addTokens[i]!)) / n ? 1 : 0;
+    }
     return within;
   }
 }

@@ -1,7 +1,7 @@
 // A FleetView for router unit tests: one pool of replicas with settable scraped rows, health and resident
 // adapters over a real InflightLedger, and a settable clock. Rows start fresh and empty.
 import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
-import { ReplicaRow } from '../../../src/registry/replica-table.ts';
+import type { ReplicaRow } from '../../../src/registry/replica-table.ts';
 import { configSchema, type GatewayConfig } from '../../../src/config/schema.ts';
 import type { FleetView, RouteRequest } from '../../../src/router/types.ts';
 

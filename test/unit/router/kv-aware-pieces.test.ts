@@ -75,8 +75,9 @@ void test('load-bound filter: within (1 + ε) × the mean including the request,
     { out: [0, 1500, 3000], add: [1000, 1000, 1000], allowed: [1, 0, 0], within: 1 },
     { out: [0, 1000, 3000], add: [1000, 1000, 1000], allowed: [1, 1, 0], within: 2 },
     { out: [500, 500, 500, 500], add: [100, 100, 100, 100], allowed: [1, 1, 1, 1], within: 4 },
-    // a request bigger than any busy replica's bound: only the least loaded is let through
-    { out: [100, 200], add: [10_000, 10_000], allowed: [1, 0], within: 0 },
+    // a request bigger than any busy replica's bound: the rule applies to the load before it
+    { out: [100, 200], add: [10_000, 10_000], allowed: [1, 1], within: 0 },
+    { out: [5000, 5000, 60_000], add: [50_000, 50_000, 50_000], allowed: [1, 1, 0], within: 0 },
     // cached work is less: same replica allowed with a smaller addition
     { out: [1000, 1000], add: [100, 2000], allowed: [1, 0], within: 1 },
   ];

@@ -1,0 +1,228 @@
+// kv-aware through the Router: prefix affinity, load-bound spill to the next holder, headroom and TPOT
+// avoidance, stale rows last, cold placement by rendezvous (agreed by independent routers, moved only for
+// the removed replica's keys), and the feedback hooks (correction, reply blocks, restart, learned rate).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Router, createPolicy } from '../../../src/router/route.ts';
+import type { KvAwarePolicy } from '../../../src/router/policies/kv-aware.ts';
+import type { Decision, RouteRequest } from '../../../src/router/types.ts';
+import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
+
+const IDS = ['r0', 'r1', 'r2', 'r3'];
+
+function setup(ids = IDS, engine: Record<string, unknown> = {}): { fleet: FixtureFleet; router: Router; policy: KvAwarePolicy } {
+  const fleet = new FixtureFleet(ids);
+  const policy = createPolicy(fixtureConfig(ids, {}, engine), fleet) as KvAwarePolicy;
+  return { fleet, router: new Router(policy, fleet), policy };
+}
+
+function route(router: Router, req: RouteRequest): Decision {
+  const res = router.route(req);
+  assert.ok(res.ok, 'routed');
+  return res.decision;
+}
+
+/** Routes and dispatches (ledger + feedback), as the pipeline does. */
+function send(fleet: FixtureFleet, router: Router, req: RouteRequest): Decision {
+  const d = route(router, req);
+  fleet.ledger.dispatch(d.slot, req.promptTokens, req.maxTokens, 16, req.promptTokens - d.cachedBlocks * 16);
+  router.dispatched(req, d);
+  return d;
+}
+
+void test('a request sharing a held prefix goes to its holder, with cached blocks, predicted TTFT and kv_after', () => {
+  const { fleet, router } = setup();
+  const first = send(fleet, router, request(hashes(125, 7, 125)));
+  assert.equal(first.why, 'cold');
+  fleet.ledger.resetSlot(first.slot);
+  const d = route(router, request(hashes(140, 7, 125)));
+  assert.equal(d.slot, first.slot);
+  assert.equal(d.why, 'prefix');
+  assert.equal(d.cachedBlocks, 125);
+  assert.equal(d.promptBlocks, 140);
+  assert.ok(d.fits);
+  assert.ok(d.predictedTtftMs > 10 && d.predictedTtftMs < 40, `${d.predictedTtftMs}`);
+  assert.ok(d.kvAfter > 0 && d.kvAfter < 0.05);
+  assert.match(router.header(request(hashes(140, 7, 125)), d), /policy=kv-aware; cached_blocks=125; prompt_blocks=140; .*predicted_ttft_ms=\d+; kv_after=0\.\d\d; why=prefix/);
+});
+
+void test('a hot prefix overflows to the next-best holder once its holder passes the load bound', () => {
+  const { fleet, router } = setup();
+  for (const slot of fleet.members) fleet.ledger.firstToken(fleet.ledger.dispatch(slot, 0, 4000, 16)); // background decode work
+  const sys = (i: number): RouteRequest => request(hashes(130, 11, 125, 1000 + i), { maxTokens: 200 });
+  const holders = new Set<number>();
+  const whys: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const req = sys(i);
+    const d = route(router, req);
+    fleet.ledger.firstToken(fleet.ledger.dispatch(d.slot, req.promptTokens, req.maxTokens, 16, req.promptTokens - d.cachedBlocks * 16));
+    router.dispatched(req, d);
+    holders.add(d.slot);
+    whys.push(d.why);
+  }
+  assert.equal(whys[0], 'cold');
+  assert.deepEqual(whys.slice(1, 6), ['prefix', 'prefix', 'prefix', 'prefix', 'prefix'], 'the holder takes its share first');
+  assert.ok(whys.includes('load-bound'), whys.join(','));
+  assert.ok(holders.size >= 2, `spread over ${holders.size}`);
+  // Once several hold it, a new request goes to a holder and hits the prefix there.
+  const d = route(router, sys(99));
+  assert.ok(holders.has(d.slot));
+  assert.ok(d.cachedBlocks >= 125);
+});
+
+void test('a holder past its KV headroom is avoided while another fits; when none fits, fits is false', () => {
+  const { fleet, router } = setup();
+  const req = request(hashes(125, 21));
+  const first = send(fleet, router, req);
+  fleet.ledger.resetSlot(first.slot);
+  fleet.rows[first.slot]!.kvUsage = 0.86; // past 1 − headroom_ratio (0.15)
+  const d = route(router, request(hashes(125, 21)));
+  assert.notEqual(d.slot, first.slot);
+  assert.equal(d.why, 'headroom');
+  assert.ok(d.fits);
+  for (const r of fleet.rows) r.kvUsage = 0.9;
+  const full = route(router, request(hashes(125, 21)));
+  assert.equal(full.fits, false);
+  assert.ok(full.kvAfter > 0.85);
+});
+
+void test('a replica whose decode step would pass the TPOT target is avoided', () => {
+  const { fleet, router } = setup(IDS, { tpot_target_ms: 20 });
+  const first = send(fleet, router, request(hashes(60, 31)));
+  fleet.ledger.resetSlot(first.slot);
+  Object.assign(fleet.rows[first.slot]!, { running: 255, kvUsage: 0.5 }); // 256 sequences, 80k tokens: 23.7 ms
+  const d = route(router, request(hashes(60, 31)));
+  assert.notEqual(d.slot, first.slot);
+  assert.equal(d.why, 'headroom');
+});
+
+void test('a holder whose row is stale is ranked after every fresh replica', () => {
+  const { fleet, router } = setup();
+  const first = send(fleet, router, request(hashes(125, 41)));
+  fleet.ledger.resetSlot(first.slot);
+  fleet.rows[first.slot]!.lastGoodScrapeMs = 1;
+  const d = route(router, request(hashes(125, 41)));
+  assert.notEqual(d.slot, first.slot);
+  for (const r of fleet.rows) r.lastGoodScrapeMs = 1;
+  const allStale = route(router, request(hashes(125, 41)));
+  assert.equal(allStale.slot, first.slot, 'among stale rows the prefix still counts');
+  assert.ok(Number.isNaN(allStale.kvAfter));
+});
+
+void test('two independent routers place a new prefix on the same replica; a template-only match spreads', () => {
+  const a = setup(IDS);
+  const b = setup([...IDS].reverse()); // another gateway: different slot numbers for the same ids
+  const template = (i: number): RouteRequest => request(hashes(40, 5, 2, 777 + i)); // only 2 blocks shared
+  const placed = new Set<string>();
+  for (let i = 0; i < 24; i++) {
+    const da = send(a.fleet, a.router, template(i));
+    const db = send(b.fleet, b.router, template(i));
+    assert.equal(a.fleet.ids[da.slot], b.fleet.ids[db.slot], `prompt ${i}`);
+    assert.equal(da.why, 'cold');
+    placed.add(a.fleet.ids[da.slot]!);
+    a.fleet.ledger.resetSlot(da.slot);
+    b.fleet.ledger.resetSlot(db.slot);
+  }
+  assert.equal(placed.size, 4, 'prompts sharing only the template opening use the whole pool');
+});
+
+void test('removing a replica moves only the new prefixes it would have held', () => {
+  const before = setup(IDS);
+  const after = setup(['r0', 'r1', 'r3']);
+  let moved = 0;
+  for (let i = 0; i < 200; i++) {
+    const req = request(hashes(20, 9000 + i));
+    const was = before.fleet.ids[route(before.router, req).slot]!;
+    const now = after.fleet.ids[route(after.router, req).slot]!;
+    if (was !== 'r2') assert.equal(now, was, `prompt ${i} stays on ${was}`);
+    else moved++;
+  }
+  assert.ok(moved > 20 && moved < 90, `r2 held ${moved} of 200`);
+});
+
+void test('finished with fewer cached tokens than predicted truncates the holder past the reported point', () => {
+  const { fleet, router } = setup();
+  const req = request(hashes(100, 51));
+  fleet.ledger.resetSlot(send(fleet, router, req).slot);
+  const d = route(router, request(hashes(100, 51)));
+  assert.equal(d.cachedBlocks, 100);
+  router.finished(request(hashes(100, 51)), d, 40 * 16, null);
+  const again = route(router, request(hashes(100, 51)));
+  assert.equal(again.slot, d.slot);
+  assert.equal(again.cachedBlocks, 40);
+  router.finished(request(hashes(100, 51)), again, 40 * 16, null);
+  assert.equal(route(router, request(hashes(100, 51))).cachedBlocks, 40, 'a report matching the prediction changes nothing');
+});
+
+void test('a finished reply extends the chain, so the next turn hits the prompt and the reply', () => {
+  const { fleet, router } = setup();
+  const turn2 = hashes(90, 61, 60); // turn 1 prompt: 50 blocks; reply: blocks 50..59; new user text after
+  const turn1 = request(turn2.slice(0, 50));
+  const d1 = send(fleet, router, turn1);
+  router.finished(turn1, d1, 0, turn2.slice(50, 60));
+  fleet.ledger.resetSlot(d1.slot);
+  const d2 = route(router, request(turn2));
+  assert.equal(d2.slot, d1.slot);
+  assert.equal(d2.cachedBlocks, 60);
+});
+
+void test('a replica reset forgets its prefixes: the next request is cold again', () => {
+  const { fleet, router, policy } = setup();
+  const first = send(fleet, router, request(hashes(80, 71)));
+  fleet.ledger.resetSlot(first.slot);
+  router.replicaReset(first.slot);
+  const d = route(router, request(hashes(80, 71)));
+  assert.equal(d.why, 'cold');
+  assert.equal(d.cachedBlocks, 0);
+  assert.equal(policy.rates.rate(first.slot, 1), 1, 'its learned rate is forgotten too');
+});
+
+void test('first tokens teach the replica its prefill rate, which the next prediction uses', () => {
+  const { fleet, router, policy } = setup();
+  const req = request(hashes(250, 81), { promptTokens: 4000 });
+  const d = send(fleet, router, req);
+  assert.ok(Math.abs(d.workAheadTokens - 4000) < 1e-9);
+  const fixed = d.predictedTtftMs - d.predictedPrefillMs;
+  for (let i = 0; i < 20; i++) router.firstToken(req, d, fixed + 4000 / 6); // 6,000 tok/s observed
+  const learned = policy.rates.rate(d.slot, 12_000);
+  assert.ok(Math.abs(learned - 6000) < 100, `learned ${learned}`);
+  router.firstToken(req, d, fixed + 4000 / 600_000); // one absurd sample moves it by at most 20 % of 2×
+  assert.ok(policy.rates.rate(d.slot, 12_000) <= learned * 1.2 + 1e-6);
+  fleet.ledger.resetSlot(d.slot);
+  const next = route(router, request(hashes(10, 82), { promptTokens: 6000 }));
+  assert.ok(next.predictedPrefillMs > 0);
+});
+
+void test('the load bound is never exceeded under a random mix of hot and cold prefixes, sizes and completions', () => {
+  const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+  const { fleet, router, policy } = setup(ids);
+  let seed = 12345;
+  const rnd = (): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const live: Array<ReturnType<typeof fleet.ledger.dispatch>> = [];
+  const out = new Int32Array(ids.length);
+  let overs = 0;
+  let fallbacks = 0;
+  for (let i = 0; i < 3000; i++) {
+    const hot = rnd() < 0.6;
+    const blocks = 1 + Math.floor(rnd() * (hot ? 200 : 500));
+    const req = request(hot ? hashes(blocks + 120, 4242, 120, i) : hashes(blocks, 100_000 + i), { maxTokens: 16 + Math.floor(rnd() * 1000) });
+    const outstanding = fleet.members.map((s) => fleet.ledger.get(s, 3));
+    policy.index.lookup(req.blockHashes, fleet.members, out);
+    const adds = fleet.members.map((_, k) => req.promptTokens - out[k]! * 16 + req.maxTokens);
+    const sum = outstanding.reduce((x, y) => x + y, 0);
+    const within = fleet.members.map((_, k) => outstanding[k]! + adds[k]! <= 1.25 * (sum + adds[k]!) / ids.length);
+    const d = route(router, req);
+    const k = fleet.members.indexOf(d.slot);
+    if (outstanding[k]! > 0 && !within[k]) {
+      const noneWithin = !within.some((w, j) => w || outstanding[j] === 0);
+      if (noneWithin && outstanding[k]! <= 1.25 * (sum + adds[k]!) / ids.length) fallbacks++;
+      else overs++;
+    }
+    live.push(fleet.ledger.dispatch(d.slot, req.promptTokens, req.maxTokens, 16, req.promptTokens - d.cachedBlocks * 16));
+    router.dispatched(req, d);
+    if (rnd() < 0.3) fleet.ledger.firstToken(live[Math.floor(rnd() * live.length)]!);
+    while (live.length > 0 && rnd() < 0.5) fleet.ledger.end(live.splice(Math.floor(rnd() * live.length), 1)[0]!);
+  }
+  assert.equal(overs, 0, 'no replica took a request past the bound while another was within it');
+  assert.ok(fallbacks < 150, `${fallbacks} requests too big for any busy replica's bound`);
+});
