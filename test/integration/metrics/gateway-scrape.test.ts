@@ -30,6 +30,8 @@ before(async () => {
   stack = await startStack({
     config: {
       metrics: { tenant_labels: ['alpha'] },
+      // The retry step needs identical prompts to reach both replicas: kv-aware would keep them on one.
+      routing: { policy: 'least-outstanding-tokens' },
       // tiny: a 100-token bucket refilling at 1 token/s, so one request of 200 max_tokens is over quota
       tenants: [
         { name: 'alpha', api_keys: [{ sha256: sha(ALPHA_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256, sla_tier: 'premium' },
