@@ -51,16 +51,23 @@ export function fixtureConfig(ids: string[], routing: Record<string, unknown> = 
   });
 }
 
-/** A chain of `blocks` block hashes: `shared` blocks from seed `a`, the rest from seed `b`. */
+/** A chain of `blocks` uniform 53-bit block hashes: the first `shared` from seed `a`, the rest from seed `b`. */
 export function hashes(blocks: number, a: number, shared = blocks, b = a + 1_000_003): Float64Array {
   const out = new Float64Array(blocks);
-  let h = a;
   for (let i = 0; i < blocks; i++) {
-    if (i === shared) h = (h + b) % 2 ** 53;
-    h = (h * 69069 + 12345 + i) % 2 ** 53;
-    out[i] = h;
+    const seed = i < shared ? a : b;
+    const lo = mix(Math.imul(seed, 0x9e3779b1) ^ i);
+    out[i] = (mix(lo ^ seed ^ 0x5bd1e995) & 0x1fffff) * 2 ** 32 + lo;
   }
   return out;
+}
+
+function mix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 export function request(blockHashes: Float64Array, over: Partial<RouteRequest> = {}): RouteRequest {
