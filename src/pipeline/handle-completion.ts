@@ -165,13 +165,17 @@ async function reserveQuota(svc: Services, ctx: RequestContext, tenant: TenantId
   const limitHeaders = rateLimitHeaders(decision);
   if (!decision.ok) {
     svc.metrics?.quota(decision.code);
-    const never = decision.code === 'rate_limit_exceeded' && cost > decision.limitTokens;
-    reply(ctx, {
-      code: decision.code,
-      retryAfterSeconds: decision.retryAfterSeconds,
-      // A request larger than the tenant's burst can never be admitted: say so instead of inviting a retry loop.
-      message: never ? `This request needs ${cost} tokens (prompt + max_tokens), more than the tenant's burst of ${decision.limitTokens}; lower max_tokens.` : undefined,
-    }, limitHeaders);
+    const burst = tenant.limits.burstTokens;
+    if (decision.code !== 'quota_unavailable' && cost > burst) {
+      // Larger than the tenant's whole burst: no wait makes it fit. So no Retry-After, and x-should-retry: false,
+      // which the openai SDKs obey (they retry every other 429, sleeping Retry-After first).
+      reply(ctx, {
+        code: 'rate_limit_exceeded',
+        message: `This request needs ${cost} tokens (prompt + max_tokens × n), more than the tenant's burst of ${burst}; it can never be admitted: lower max_tokens.`,
+      }, [...limitHeaders, NO_RETRY]);
+      return null;
+    }
+    reply(ctx, { code: decision.code, retryAfterSeconds: decision.retryAfterSeconds }, limitHeaders);
     return null;
   }
   svc.metrics?.quota(decision.degraded ? 'degraded' : 'ok');
@@ -201,6 +205,8 @@ function promptChars(p: ParsedBody): number {
   // tools render into the prompt as JSON: count them as large
   return p.tools !== null ? n + 1_000_000 : n;
 }
+
+const NO_RETRY = ['x-should-retry', 'false'] as const;
 
 function rateLimitHeaders(d: QuotaDecision): HeaderList {
   return [

@@ -11,6 +11,7 @@
 // response ended (inline: before the next I/O event, so before the conversation's next turn can arrive).
 // Thread: main. Hot path: onData per upstream chunk (one cork, one relay.push, two Atomics for the ledger).
 import { errorBody } from '../errors/openai-error-body.ts';
+import type { Rejection } from '../errors/rejection.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
 import { jsonFigures, replyText } from '../relay/json-figures.ts';
@@ -47,6 +48,9 @@ export interface ReplyHashing {
 
 /** Non-streaming bodies above this are refused rather than held in memory (a 131k-token completion is ~1 MB). */
 const MAX_COLLECT_BYTES = 32 * 1024 * 1024;
+
+/** The event that ends a stream still running when the shutdown grace period (server.shutdown_grace_ms) ran out. */
+const CUT_BY_SHUTDOWN: Rejection = { code: 'shutting_down', message: 'The gateway is shutting down: the stream was cut at the end of its drain period.' };
 
 export class UpstreamAttempt implements UpstreamHandler {
   private call: UpstreamCall | null = null;
@@ -268,6 +272,15 @@ export class UpstreamAttempt implements UpstreamHandler {
       ctx.status = 200;
       ctx.sink.cork(() => relay.close());
       this.keepReply(relay.text);
+      return this.settle({ kind: 'sent', failure: null });
+    }
+    if (relay !== null && ctx.shutdownAborted) {
+      // The drain's deadline cut the stream, not the replica: one shutting_down event ends it, and it is
+      // recorded as drained (status 503, code shutting_down) with the tokens relayed so far, no replica failure.
+      this.takeStreamFigures(relay);
+      ctx.status = 503;
+      ctx.code = 'shutting_down';
+      ctx.sink.cork(() => relay.fail(CUT_BY_SHUTDOWN));
       return this.settle({ kind: 'sent', failure: null });
     }
     if (relay !== null) {

@@ -206,7 +206,7 @@ test('SIGTERM drains in-flight streams to [DONE], refuses new work, exits 0 and 
   assert.match(gw.output().stdout, /draining/, 'the gateway logged its drain');
 });
 
-test('streams still running when the grace period ends get one error event, and their usage records are still written', async () => {
+test('streams still running when the grace period ends get one shutting_down event, and are logged and recorded as drained (503)', async () => {
   await startReplicas(100); // 30 tokens at 100 ms: ~3 s, far past a 400 ms grace
   const gw = await startChildGateway('deadline', 400);
   const streams = [0, 1].map((i) => openStream(gw.url, '/v1/chat/completions', { model: 'gpt-fast', messages: [{ role: 'user', content: `long ${i}` }], max_tokens: 30, ignore_eos: true, stream: true },
@@ -219,6 +219,7 @@ test('streams still running when the grace period ends get one error event, and 
     assert.ok(!text.includes('[DONE]'), `stream ${i}: a cut stream is never disguised as complete`);
     assert.ok(frames.at(-1)?.startsWith('data: {"error"'), `stream ${i} ends with an error event: ${frames.at(-1)}`);
     assert.equal(frames.filter((f) => f.startsWith('data: {"error"')).length, 1);
+    assert.match(frames.at(-1)!, /"code":"shutting_down"/);
   }
   const { code } = await gw.exited;
   assert.equal(code, 0);
@@ -227,5 +228,12 @@ test('streams still running when the grace period ends get one error event, and 
   for (const r of recs) {
     assert.ok(r.output_tokens >= 1 && r.output_tokens < 30, `output tokens relayed before the cut: ${r.output_tokens}`);
     assert.equal(r.finish_reason, null);
+    assert.equal(r.status, 503, 'recorded as drained by the shutdown');
+    assert.equal(r.cancelled, false, 'the client did not leave');
   }
+  // Logged as the gateway's drain, not as a replica failure.
+  const lines = gw.output().stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const requestLines = lines.filter((l) => l.msg === 'request' && String(l.request_id).startsWith('cut-'));
+  assert.deepEqual(requestLines.map((l) => [l.status, l.code]), [[503, 'shutting_down'], [503, 'shutting_down']]);
+  assert.ok(!gw.output().stdout.includes('upstream_error'), 'no upstream_error anywhere in the log');
 });
