@@ -42,6 +42,8 @@ export class LiveRequest implements EngineRequestEvents {
   sheds = 0;
   /** Its final answer was a shed (429), not a failure. */
   shedLast = false;
+  /** Its stream broke after the first token (the replica died): an error the client saw. */
+  broken = false;
   dispatchMs = Number.NaN;
   firstTokenMs = Number.NaN;
   lastTokenMs = Number.NaN;
@@ -96,6 +98,7 @@ export class LiveRequest implements EngineRequestEvents {
         this.excluded.push(this.slot);
         sink.retry(this);
       } else {
+        this.broken = true;
         sink.settle(this, false);
       }
       return;

@@ -70,9 +70,10 @@ export class RunMetrics {
 
   /**
    * One measured request's outcome. `ttftMs` NaN = no first token; `tpotMs` is the mean over its tokens so
-   * far (0 for a single token); `finished` false = it was still streaming when the run ended.
+   * far (0 for a single token); `finished` false = it was still streaming when the run ended, or `broken`:
+   * its stream was cut by a dying replica (an error, never within the SLO).
    */
-  record(profile: ProfileName, promptTokens: number, ttftMs: number, tpotMs: number, finished: boolean,
+  record(profile: ProfileName, promptTokens: number, ttftMs: number, tpotMs: number, finished: boolean, broken: boolean,
     cachedTokens: number, predictedTokens: number): void {
     if (finished) this.completed++;
     if (Number.isNaN(ttftMs)) return;
@@ -81,7 +82,7 @@ export class RunMetrics {
     this.promptTokens += promptTokens;
     this.cachedTokens += cachedTokens;
     this.predictedTokens += predictedTokens;
-    if (ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS) this.met++;
+    if (!broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS) this.met++;
   }
 
   recordShed(answerMs: number): void {

@@ -284,10 +284,12 @@ export class FleetSim implements RequestSink {
     this.measuredLive--;
     const m = this.metrics;
     const ttft = lr.firstTokenMs - lr.req.atMs;
-    if (Number.isNaN(ttft) && !finished && !lr.shedLast) m.failed++;
+    // Failed: an error answer (no replica, every attempt refused or cut, too long for the pool), not a
+    // request the run's end caught still waiting or streaming.
+    if ((Number.isNaN(ttft) && !finished && !lr.shedLast && !this.ending) || lr.broken) m.failed++;
     const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
     const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
-    m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
+    m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
   }
 
   /** KV use and in-flight balance as gateway 0 sees them at its scrape, during the measured window. */

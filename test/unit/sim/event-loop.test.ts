@@ -142,3 +142,18 @@ test('--gateways 2: requests spread over two gateways, each with its own ledger'
   assert.equal(dispatched[0]! + dispatched[1]!, 40 * 5);
   assert.ok(dispatched[0]! > 0 && dispatched[1]! > 0);
 });
+
+test('a stream cut by a dying replica after its first token is a failure, never within the SLO', () => {
+  const fleet = tinyFleet(2, 'round-robin');
+  // 200 output tokens at ~1 ms per decode step: still streaming when t-1 dies 50 ms in.
+  const sim = new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'round-robin', durationMs: 1000, gateways: 1, seed: 1,
+    workload: new ListWorkload([req(0, 200, 100, 200, 5)]), kills: [{ replica: 't-1', atS: 0.25 }],
+  });
+  const f = sim.run().figures;
+  assert.equal(f.offered, 1);
+  assert.equal(f.completed, 0);
+  assert.equal(f.failed, 1);
+  assert.equal(f.met, 0);
+  assert.equal(sim.retries, 0);
+});
