@@ -47,9 +47,10 @@ export function planSweep(a: SweepArgs): SweepPlan {
   }
 
   const headroom = fleet.config.admission.headroom_ratio;
-  const capacities = pools.map((pool, i) => {
+  const capacities = pools.map((pool) => {
+    // Seeded by the pool's place in the fleet, so --pool gives the same capacity as a whole-fleet sweep.
     const sample = wk.kind === 'seed-mix'
-      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + i })
+      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.indexOf(pool) })
       : makeWorkload(wk, pool, { rps: 0, speed: 1, durationMs: Infinity, seed: a.seed });
     return poolCapacity(pool, sample, headroom);
   });
