@@ -1,6 +1,7 @@
 // Which routing policies the simulator runs and how it builds one: every name the config schema's
 // routing.policy enum offers (so a policy added to the schema is simulated without touching this file),
-// built by the router's own createPolicy from a gateway config that names it.
+// built by the router's own createPolicy from a gateway config that names it, over one gateway's fleet view
+// (each gateway gets its own prefix index and learned rates, as separate gateway processes would).
 // Thread: the run's. Setup only.
 import { configSchema, type GatewayConfig } from '../../src/config/schema.ts';
 import { createPolicy } from '../../src/router/route.ts';
