@@ -150,6 +150,9 @@ const pipeline: BenchScenario = async (args) => {
     ['no metrics', { ...base, metrics: null }],
     ['noop quota', { ...base, quota: noopQuota }],
     ['fixed tokenizer result', { ...base, tokenizer: fixedTokenizer }],
+    // The same policy with a `finished` hook, as kv-aware has: the relay collects the reply text and the
+    // tokenizer hashes its blocks after the response (negative full − variant: what learning replies costs).
+    ['policy learns replies', { ...base, router: new Router(Object.assign(Object.create(base.router.policy) as Services['router']['policy'], { finished() {} }), registry) }],
   ];
   const authorization = `Bearer ${API_KEY}`;
   const bodies = { stream: Buffer.from(chatBody({ model: MODEL, maxTokens: tokens, stream: true })), json: Buffer.from(chatBody({ model: MODEL, maxTokens: tokens, stream: false })) };
@@ -256,7 +259,7 @@ const pipeline: BenchScenario = async (args) => {
     notes: [
       `${requests} sequential requests per run, ${rounds} rounds (medians), ${tokens} output tokens (${tokens + 3} SSE events); fake upstream answers on the microtask queue, client sink drops bytes`,
       `relay per SSE event (stream, ${tokens * 4} vs ${tokens} tokens): ${((sl - s) / (tokens * 3)).toFixed(2)} µs`,
-      'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames',
+      'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames, and for "policy learns replies" the reply text collected and hashed',
       `KiB allocated/req: heap growth over ${allocRequests} requests with no GC in between ('gc': one ran; start node with --min-semi-space-size=256 --max-semi-space-size=256)`,
       ...siteNotes,
     ],

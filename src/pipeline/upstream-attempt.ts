@@ -226,7 +226,7 @@ export class UpstreamAttempt implements UpstreamHandler {
         return this.settle({ kind: 'sent', failure: 'mid_stream' });
       }
       ctx.sink.cork(() => relay.close());
-      this.keepReply(relay.text);
+      this.keepReply(relay.replyText());
       return this.settle({ kind: 'sent', failure: null });
     }
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
@@ -271,7 +271,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       this.takeStreamFigures(relay);
       ctx.status = 200;
       ctx.sink.cork(() => relay.close());
-      this.keepReply(relay.text);
+      this.keepReply(relay.replyText());
       return this.settle({ kind: 'sent', failure: null });
     }
     if (relay !== null && ctx.shutdownAborted) {

@@ -44,14 +44,14 @@ for (const s of STREAMS) {
     assert.ok(want.length > 0);
     const bytes = Buffer.from(text);
     for (let k = 0; k <= bytes.length; k += 7) {
-      assert.equal(relayed([bytes.subarray(0, k), bytes.subarray(k)], s.chat, true).text, want, `split at ${k}`);
+      assert.equal(relayed([bytes.subarray(0, k), bytes.subarray(k)], s.chat, true).replyText(), want, `split at ${k}`);
     }
-    assert.equal(relayed([bytes], s.chat, false).text, '');
+    assert.equal(relayed([bytes], s.chat, false).replyText(), '');
   });
 }
 
 void test('escapes, non-ASCII, look-alike keys and the role chunk: the text is exactly the deltas\' content', () => {
-  const pieces = ['Say "hi"', '\n\nline two\\', ' caf\u00e9 ☕', ' "content":"not a key"', ' end.'];
+  const pieces = ['Say "hi"', '\n\nline two\\', ' caf\u00e9 ☕', ' "content":"not a key"', '\\', '"', 'a"b\\"c\\\\', ' end.'];
   const head = 'data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":';
   let stream = `${head}{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n`;
   stream += `${head}{"reasoning_content":"thinking..."},"logprobs":null,"finish_reason":null}]}\n\n`;
@@ -61,7 +61,7 @@ void test('escapes, non-ASCII, look-alike keys and the role chunk: the text is e
   const want = `${pieces.join('')} \u00e9\t/`;
   assert.equal(reassembled(stream, true), want);
   const bytes = Buffer.from(stream);
-  for (let k = 0; k <= bytes.length; k++) assert.equal(relayed([bytes.subarray(0, k), bytes.subarray(k)], true, true).text, want, `split at ${k}`);
+  for (let k = 0; k <= bytes.length; k++) assert.equal(relayed([bytes.subarray(0, k), bytes.subarray(k)], true, true).replyText(), want, `split at ${k}`);
 });
 
 void test('replyText reads a non-streaming body\'s message content (chat) or text (completions)', () => {
