@@ -85,11 +85,11 @@ const scenario: BenchScenario = async (args) => {
   const index = new PrefixIndex({ entries, slots: REPLICAS });
   const HOT = 64;
   const hot = Array.from({ length: HOT }, (_, i) => chain(1_000 + i, 1500));
+  for (let i = 0; i < 2000; i++) index.insert(chain(50_000 + i, 100), 0, i % REPLICAS); // older background
   for (let i = 0; i < HOT; i++) {
     const holders = 1 + (i % 3);
     for (let h = 0; h < holders; h++) index.insert(hot[i]!, 0, (i * 7 + h * 13) % REPLICAS);
   }
-  for (let i = 0; i < 2000; i++) index.insert(chain(50_000 + i, 100), 0, i % REPLICAS);
 
   const cfgFor = (policy: GatewayConfig['routing']['policy']): GatewayConfig => configSchema.parse({
     routing: { policy, prefix_index_entries: entries },

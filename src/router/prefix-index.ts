@@ -13,8 +13,8 @@
 // Lock-free: per-bucket version word. A writer CASes it even→odd, writes, stores even+2; a busy bucket is
 // skipped (one block of one request is not learned). A reader retries a torn read and then calls it a miss.
 //
-// Memory, per entry: hash (2 × u32) + recency (u32) + 4 holders (u16 slot+1) + 4 stamps (u32) = 36 bytes,
-// plus the bucket's version word (4 bytes per 8 entries): 36.5 bytes. 1,048,576 entries = 38.3 MB.
+// Memory, per entry: 40 bytes (hash 6, recency 4, 4 holders × u16 slot+1, 4 stamps × u32, padding to keep
+// a way in one cache line, and the bucket's version word). 1,048,576 entries = 40 MiB.
 
 /** Holders per hash: a hot prefix spread by the load bound sits on a few replicas, rarely more than four. */
 export const HOLDERS = 4;
@@ -24,8 +24,9 @@ export const MAX_CAPACITY_BLOCKS = 1 << 24;
 const PURGE_JUMP = MAX_CAPACITY_BLOCKS + 1;
 const DEFAULT_CAPACITY_BLOCKS = 16_384;
 const READ_ATTEMPTS = 4;
+/** lookup() probes the last block of each stride of this many blocks, and walks only the stride a run ends in. */
+export const LOOKUP_STRIDE = 16;
 const TWO_POW_32 = 2 ** 32;
-const VALID = 0x80000000;
 
 // Header, Int32 words.
 const H_MAGIC = 0;
@@ -37,15 +38,20 @@ const H_TICK = 5;
 const HEADER_I32 = 8;
 const MAGIC = 0x50524658; // 'PRFX'
 
-// Bucket layout, in 32-bit words from the bucket's base: struct-of-arrays, so a probe reads the 8 low hash
-// words from one cache line before touching anything else.
+// Bucket layout, in 32-bit words from the bucket's base (buckets are 64-byte aligned): a probe reads one
+// cache line for the version and the 8 tags, then one for the matching way's holders, so a lookup costs two
+// cache lines per block. Line 0: version, low hash words, high tags (u16: 15 bits of the hash's high part
+// with a valid bit). Lines 1-4: one 32-byte record per way: 4 u16 holders (slot+1), 4 u32 stamps, recency.
 const B_VERSION = 0;
 const B_LO = 1;
-const B_HI = B_LO + WAYS;
-const B_RECENCY = B_HI + WAYS;
-const B_HOLDERS = B_RECENCY + WAYS; // WAYS × HOLDERS u16 = 16 words
-const B_STAMPS = B_HOLDERS + (WAYS * HOLDERS) / 2;
-const BUCKET_I32 = B_STAMPS + WAYS * HOLDERS; // 73
+const B_TAG16 = B_LO + WAYS; // WAYS u16 = 4 words
+const B_WAYS = 16;
+const W_HOLDERS = 0; // HOLDERS u16 = 2 words
+const W_STAMPS = 2;
+const W_RECENCY = 6;
+const WAY_I32 = 8;
+const BUCKET_I32 = B_WAYS + WAYS * WAY_I32; // 80 words = 320 bytes
+const TAG_VALID = 0x8000;
 
 export const PREFIX_INDEX_BYTES_PER_ENTRY = (BUCKET_I32 * 4) / WAYS;
 
@@ -72,6 +78,14 @@ export class PrefixIndex {
   private readonly bucketBase: number;
   /** Per thread: slot → position in the candidate list during one lookup; -1 otherwise. */
   private readonly posOf: Int32Array;
+  /** The last probe's hash split (fields, so probe() returns one number and allocates nothing). */
+  private lo = 0;
+  private tag = 0;
+  /** Keeps the prefetching loads observable so the compiler cannot drop them. */
+  sink = 0;
+  /** The last readHolders(): holders (slot+1) and their stamps. */
+  private hs0 = 0; private hs1 = 0; private hs2 = 0; private hs3 = 0;
+  private ht0 = 0; private ht1 = 0; private ht2 = 0; private ht3 = 0;
 
   constructor(optsOrBuffer: PrefixIndexOptions | SharedArrayBuffer) {
     if (optsOrBuffer instanceof SharedArrayBuffer) {
@@ -87,7 +101,7 @@ export class PrefixIndex {
       while (buckets * WAYS < entries) buckets *= 2;
       this.slots = slots;
       this.buckets = buckets;
-      this.buffer = new SharedArrayBuffer((HEADER_I32 + 2 * slots + buckets * BUCKET_I32) * 4);
+      this.buffer = new SharedArrayBuffer((bucketBaseOf(slots) + buckets * BUCKET_I32) * 4);
       const h = new Int32Array(this.buffer, 0, HEADER_I32);
       h[H_SLOTS] = slots;
       h[H_BUCKETS] = buckets;
@@ -101,7 +115,7 @@ export class PrefixIndex {
     this.mask = this.buckets - 1;
     this.counterBase = HEADER_I32;
     this.capacityBase = HEADER_I32 + this.slots;
-    this.bucketBase = HEADER_I32 + 2 * this.slots;
+    this.bucketBase = bucketBaseOf(this.slots);
     this.posOf = new Int32Array(this.slots).fill(-1);
   }
 
@@ -130,9 +144,38 @@ export class PrefixIndex {
     return this.i32[this.capacityBase + slot]!;
   }
 
+  /** Splits hash `h` into this.lo and this.tag and returns its bucket's base word. */
+  private probe(h: number): number {
+    const lo = h >>> 0;
+    const hi = (h - lo) / TWO_POW_32;
+    this.lo = lo;
+    this.tag = (hi & 0x7fff) | TAG_VALID;
+    return this.bucketBase + ((lo ^ Math.imul(hi, 0x9e3779b1)) & this.mask) * BUCKET_I32;
+  }
+
+  /** The way in the bucket at `base` holding this.lo / this.tag, or -1. */
+  private findWay(base: number): number {
+    const u32 = this.u32;
+    const u16 = this.u16;
+    const lo = this.lo;
+    const tag = this.tag;
+    const tp = (base + B_TAG16) * 2;
+    for (let w = 0; w < WAYS; w++) {
+      if (u32[base + B_LO + w] === lo && u16[tp + w] === tag) return w;
+    }
+    return -1;
+  }
+
   /**
    * Longest run of consecutive blocks from block 0 that each candidate holds, written to out[i] for
    * candidates[i] (out must be at least as long). Returns the longest over all candidates.
+   *
+   * Strided: what the index writes is prefix-closed per replica (chains are inserted from block 0, one
+   * insert's blocks share a stamp and a later insert refreshes a prefix, so age evicts a chain from its tail;
+   * truncate drops a suffix), so a candidate that holds the last block of a stride of LOOKUP_STRIDE holds the
+   * stride. Only the stride where a candidate's run ends is walked block by block. Cost: n / 16 probes plus up
+   * to 16 per stride in which some run ends. A hole the index itself made inside a run (a bucket's LRU
+   * replaced one block, a fifth holder displaced this one) is stepped over: the engine still holds that block.
    */
   lookup(hashes: Float64Array, candidates: readonly number[], out: Int32Array): number {
     const nc = candidates.length;
@@ -141,37 +184,36 @@ export class PrefixIndex {
       out[i] = 0;
       pos[candidates[i]!] = i;
     }
-    const i32 = this.i32;
-    const u32 = this.u32;
-    const u16 = this.u16;
     const n = hashes.length;
-    let b = 0;
-    for (; b < n; b++) {
-      const h = hashes[b]!;
-      const lo = h >>> 0;
-      const hiTag = (((h - lo) / TWO_POW_32) | VALID) >>> 0;
-      const base = this.bucketBase + ((lo ^ Math.imul(hiTag, 0x9e3779b1)) & this.mask) * BUCKET_I32;
-      let s0 = 0; let s1 = 0; let s2 = 0; let s3 = 0;
-      let t0 = 0; let t1 = 0; let t2 = 0; let t3 = 0;
-      for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
-        const v1 = Atomics.load(i32, base + B_VERSION);
-        if ((v1 & 1) !== 0) continue;
-        let way = -1;
-        for (let w = 0; w < WAYS; w++) {
-          if (u32[base + B_LO + w] === lo && u32[base + B_HI + w] === hiTag) { way = w; break; }
+    const u32 = this.u32;
+    let alive = nc;
+    let touch = 0;
+    for (let s0 = 0; s0 < n && alive > 0; s0 += LOOKUP_STRIDE) {
+      const end = s0 + LOOKUP_STRIDE < n ? s0 + LOOKUP_STRIDE : n;
+      // Start loading the next stride's bucket now: its cache miss overlaps this stride's work.
+      if (end + LOOKUP_STRIDE - 1 < n) touch ^= u32[this.probe(hashes[end + LOOKUP_STRIDE - 1]!) + B_LO]!;
+      this.readHolders(hashes[end - 1]!);
+      // Candidates whose run reaches `end` are marked -end until the stride's enders are walked.
+      const p0 = this.reach(this.hs0, this.ht0, s0, -end, out);
+      const p1 = this.reach(this.hs1, this.ht1, s0, -end, out);
+      const p2 = this.reach(this.hs2, this.ht2, s0, -end, out);
+      const p3 = this.reach(this.hs3, this.ht3, s0, -end, out);
+      const reached = (p0 >= 0 ? 1 : 0) + (p1 >= 0 ? 1 : 0) + (p2 >= 0 ? 1 : 0) + (p3 >= 0 ? 1 : 0);
+      if (reached < alive) {
+        for (let b = s0; b < end - 1; b++) {
+          this.readHolders(hashes[b]!);
+          const moved = (this.reach(this.hs0, this.ht0, b, b + 1, out) >= 0 ? 1 : 0) + (this.reach(this.hs1, this.ht1, b, b + 1, out) >= 0 ? 1 : 0) +
+            (this.reach(this.hs2, this.ht2, b, b + 1, out) >= 0 ? 1 : 0) + (this.reach(this.hs3, this.ht3, b, b + 1, out) >= 0 ? 1 : 0);
+          if (moved === 0) break;
         }
-        if (way < 0) break;
-        const hp = (base + B_HOLDERS) * 2 + way * HOLDERS;
-        const sp = base + B_STAMPS + way * HOLDERS;
-        s0 = u16[hp]!; s1 = u16[hp + 1]!; s2 = u16[hp + 2]!; s3 = u16[hp + 3]!;
-        t0 = u32[sp]!; t1 = u32[sp + 1]!; t2 = u32[sp + 2]!; t3 = u32[sp + 3]!;
-        if (Atomics.load(i32, base + B_VERSION) === v1) break;
-        s0 = 0; s1 = 0; s2 = 0; s3 = 0;
       }
-      let advanced = this.extend(s0, t0, b, out) | this.extend(s1, t1, b, out);
-      advanced |= this.extend(s2, t2, b, out) | this.extend(s3, t3, b, out);
-      if (advanced === 0) break;
+      if (p0 >= 0) out[p0] = end;
+      if (p1 >= 0) out[p1] = end;
+      if (p2 >= 0) out[p2] = end;
+      if (p3 >= 0) out[p3] = end;
+      alive = reached;
     }
+    this.sink = touch;
     let best = 0;
     for (let i = 0; i < nc; i++) {
       pos[candidates[i]!] = -1;
@@ -180,13 +222,35 @@ export class PrefixIndex {
     return best;
   }
 
-  /** Holder `s` (slot+1, 0 = none) with stamp `t` extends its candidate's run from `b` to b+1. */
-  private extend(s: number, t: number, b: number, out: Int32Array): number {
-    if (s === 0) return 0;
+  /** Holders and stamps of hash `h` into this.hs0..3 / this.ht0..3 (all 0 on a miss or a torn read). */
+  private readHolders(h: number): void {
+    const i32 = this.i32;
+    const u32 = this.u32;
+    const u16 = this.u16;
+    const base = this.probe(h);
+    this.hs0 = 0; this.hs1 = 0; this.hs2 = 0; this.hs3 = 0;
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+      const v1 = Atomics.load(i32, base + B_VERSION);
+      if ((v1 & 1) !== 0) continue;
+      const way = this.findWay(base);
+      if (way < 0) return;
+      const wb = base + B_WAYS + way * WAY_I32;
+      const hp = (wb + W_HOLDERS) * 2;
+      this.hs0 = u16[hp]!; this.hs1 = u16[hp + 1]!; this.hs2 = u16[hp + 2]!; this.hs3 = u16[hp + 3]!;
+      this.ht0 = u32[wb + W_STAMPS]!; this.ht1 = u32[wb + W_STAMPS + 1]!; this.ht2 = u32[wb + W_STAMPS + 2]!; this.ht3 = u32[wb + W_STAMPS + 3]!;
+      if (Atomics.load(i32, base + B_VERSION) === v1) return;
+      this.hs0 = 0; this.hs1 = 0; this.hs2 = 0; this.hs3 = 0;
+    }
+  }
+
+  /** Holder `s` (slot+1, 0 = none) with stamp `t`: if its candidate's run stands at `at`, set it to `to` and
+   * return the candidate's position; else -1. */
+  private reach(s: number, t: number, at: number, to: number, out: Int32Array): number {
+    if (s === 0) return -1;
     const p = this.posOf[s - 1]!;
-    if (p < 0 || out[p] !== b || !this.live(s - 1, t)) return 0;
-    out[p] = b + 1;
-    return 1;
+    if (p < 0 || out[p] !== at || !this.live(s - 1, t)) return -1;
+    out[p] = to;
+    return p;
   }
 
   private live(slot: number, stamp: number): boolean {
@@ -206,57 +270,51 @@ export class PrefixIndex {
     // chain is evicted as a whole, never from block 0 up), their age starting at the blocks it stored.
     const start = i32[this.counterBase + slot]! >>> 0;
     let added = 0;
-    const tag = slot + 1;
+    const holder = slot + 1;
     for (let b = from; b < hashes.length; b++) {
-      const h = hashes[b]!;
-      const lo = h >>> 0;
-      const hiTag = (((h - lo) / TWO_POW_32) | VALID) >>> 0;
-      const base = this.bucketBase + ((lo ^ Math.imul(hiTag, 0x9e3779b1)) & this.mask) * BUCKET_I32;
+      const base = this.probe(hashes[b]!);
       const v = Atomics.load(i32, base + B_VERSION);
       if ((v & 1) !== 0 || Atomics.compareExchange(i32, base + B_VERSION, v, v + 1) !== v) continue;
-      let way = -1;
-      for (let w = 0; w < WAYS; w++) {
-        if (u32[base + B_LO + w] === lo && u32[base + B_HI + w] === hiTag) { way = w; break; }
-      }
-      if (way < 0) way = this.claimWay(base, tick, lo, hiTag);
-      const hp = (base + B_HOLDERS) * 2 + way * HOLDERS;
-      const sp = base + B_STAMPS + way * HOLDERS;
+      let way = this.findWay(base);
+      if (way < 0) way = this.claimWay(base, tick);
+      const wb = base + B_WAYS + way * WAY_I32;
+      const hp = (wb + W_HOLDERS) * 2;
       let k = -1;
-      for (let j = 0; j < HOLDERS; j++) if (u16[hp + j] === tag) { k = j; break; }
-      if (k < 0 || !this.live(slot, u32[sp + k]!)) {
-        if (k < 0) k = this.victimHolder(hp, sp);
-        u16[hp + k] = tag;
+      for (let j = 0; j < HOLDERS; j++) if (u16[hp + j] === holder) { k = j; break; }
+      if (k < 0 || !this.live(slot, u32[wb + W_STAMPS + k]!)) {
+        if (k < 0) k = this.victimHolder(wb);
+        u16[hp + k] = holder;
         added++;
       }
-      u32[sp + k] = start;
-      u32[base + B_RECENCY + way] = tick;
+      u32[wb + W_STAMPS + k] = start;
+      u32[wb + W_RECENCY] = tick;
       Atomics.store(i32, base + B_VERSION, v + 2);
     }
     if (added > 0) Atomics.add(i32, this.counterBase + slot, added);
     return added;
   }
 
-  /** Inside a held bucket: a way for a new hash (empty, else all holders evicted, else least recent). */
-  private claimWay(base: number, tick: number, lo: number, hiTag: number): number {
+  /** Inside a held bucket: a way for the probed hash (empty, else all holders evicted, else least recent). */
+  private claimWay(base: number, tick: number): number {
     const u32 = this.u32;
     const u16 = this.u16;
+    const tp = (base + B_TAG16) * 2;
     let way = -1;
     let dead = -1;
     let oldest = -1;
     let oldestAge = -1;
     for (let w = 0; w < WAYS; w++) {
-      if (u32[base + B_HI + w] === 0) { way = w; break; }
+      if (u16[tp + w] === 0) { way = w; break; }
+      const wb = base + B_WAYS + w * WAY_I32;
       if (dead < 0) {
-        const hp = (base + B_HOLDERS) * 2 + w * HOLDERS;
-        const sp = base + B_STAMPS + w * HOLDERS;
         let alive = false;
         for (let j = 0; j < HOLDERS && !alive; j++) {
-          const s = u16[hp + j]!;
-          alive = s !== 0 && this.live(s - 1, u32[sp + j]!);
+          const s = u16[(wb + W_HOLDERS) * 2 + j]!;
+          alive = s !== 0 && this.live(s - 1, u32[wb + W_STAMPS + j]!);
         }
         if (!alive) dead = w;
       }
-      const age = (tick - u32[base + B_RECENCY + w]!) >>> 0;
+      const age = (tick - u32[wb + W_RECENCY]!) >>> 0;
       if (age > oldestAge) { oldestAge = age; oldest = w; }
     }
     if (way >= 0) Atomics.add(this.i32, H_ENTRIES, 1);
@@ -265,21 +323,22 @@ export class PrefixIndex {
       way = oldest;
       Atomics.add(this.i32, H_EVICTIONS, 1);
     }
-    u32[base + B_LO + way] = lo;
-    u32[base + B_HI + way] = hiTag;
-    const hp = (base + B_HOLDERS) * 2 + way * HOLDERS;
+    u32[base + B_LO + way] = this.lo;
+    u16[tp + way] = this.tag;
+    const hp = (base + B_WAYS + way * WAY_I32 + W_HOLDERS) * 2;
     for (let j = 0; j < HOLDERS; j++) u16[hp + j] = 0;
     return way;
   }
 
-  /** Inside a held bucket: the holder to replace (empty, else evicted, else the nearest to its eviction). */
-  private victimHolder(hp: number, sp: number): number {
+  /** Inside a held bucket: the holder to replace in the way at `wb` (empty, else evicted, else the nearest to
+   * its eviction relative to its replica's capacity). */
+  private victimHolder(wb: number): number {
     let victim = 0;
     let worst = -1;
     for (let j = 0; j < HOLDERS; j++) {
-      const s = this.u16[hp + j]!;
+      const s = this.u16[(wb + W_HOLDERS) * 2 + j]!;
       if (s === 0) return j;
-      const age = (this.i32[this.counterBase + s - 1]! - this.u32[sp + j]!) >>> 0;
+      const age = (this.i32[this.counterBase + s - 1]! - this.u32[wb + W_STAMPS + j]!) >>> 0;
       const cap = this.i32[this.capacityBase + s - 1]!;
       if (age >= cap) return j;
       const fraction = age / cap;
@@ -295,34 +354,29 @@ export class PrefixIndex {
    */
   truncate(slot: number, hashes: Float64Array, from: number): number {
     const i32 = this.i32;
-    const u32 = this.u32;
     const u16 = this.u16;
-    const tag = slot + 1;
+    const holder = slot + 1;
     let dropped = 0;
     for (let b = from < 0 ? 0 : from; b < hashes.length; b++) {
-      const h = hashes[b]!;
-      const lo = h >>> 0;
-      const hiTag = (((h - lo) / TWO_POW_32) | VALID) >>> 0;
-      const base = this.bucketBase + ((lo ^ Math.imul(hiTag, 0x9e3779b1)) & this.mask) * BUCKET_I32;
+      const base = this.probe(hashes[b]!);
       let v = -1;
       for (let attempt = 0; attempt < 64; attempt++) {
         const seen = Atomics.load(i32, base + B_VERSION);
         if ((seen & 1) === 0 && Atomics.compareExchange(i32, base + B_VERSION, seen, seen + 1) === seen) { v = seen; break; }
       }
       if (v === -1) continue;
-      for (let w = 0; w < WAYS; w++) {
-        if (u32[base + B_LO + w] !== lo || u32[base + B_HI + w] !== hiTag) continue;
-        const hp = (base + B_HOLDERS) * 2 + w * HOLDERS;
+      const w = this.findWay(base);
+      if (w >= 0) {
+        const hp = (base + B_WAYS + w * WAY_I32 + W_HOLDERS) * 2;
         let left = 0;
         for (let j = 0; j < HOLDERS; j++) {
-          if (u16[hp + j] === tag) { u16[hp + j] = 0; dropped++; } else if (u16[hp + j] !== 0) left++;
+          if (u16[hp + j] === holder) { u16[hp + j] = 0; dropped++; } else if (u16[hp + j] !== 0) left++;
         }
         if (left === 0) {
-          u32[base + B_HI + w] = 0;
-          u32[base + B_LO + w] = 0;
+          u16[(base + B_TAG16) * 2 + w] = 0;
+          this.u32[base + B_LO + w] = 0;
           Atomics.sub(i32, H_ENTRIES, 1);
         }
-        break;
       }
       Atomics.store(i32, base + B_VERSION, v + 2);
     }
@@ -333,6 +387,11 @@ export class PrefixIndex {
   purgeSlot(slot: number): void {
     Atomics.add(this.i32, this.counterBase + slot, PURGE_JUMP);
   }
+}
+
+/** First bucket word: after the header and the per-slot words, rounded up to a 64-byte boundary. */
+function bucketBaseOf(slots: number): number {
+  return Math.ceil((HEADER_I32 + 2 * slots) / 16) * 16;
 }
 
 function clampCapacity(blocks: number): number {

@@ -24,7 +24,11 @@ before(async () => {
   redis = await OwnRedis.start();
   stack = await startStack({
     pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [{ profile: 'tiny' }, { profile: 'tiny' }] }],
-    config: { quota: { backend: 'redis', redis_url: redis.url, key_prefix: prefix, failure_mode: 'closed', timeout_ms: TIMEOUT_MS } },
+    config: {
+      quota: { backend: 'redis', redis_url: redis.url, key_prefix: prefix, failure_mode: 'closed', timeout_ms: TIMEOUT_MS },
+      // The retry step needs identical prompts to reach both replicas: kv-aware would keep them on one.
+      routing: { policy: 'least-outstanding-tokens' },
+    },
   });
   admin = createRedisClient(redis.url, { connectTimeoutMs: 1000, commandTimeoutMs: 1000 });
   await new Promise((r) => admin.once('ready', r));
