@@ -129,10 +129,9 @@ export class PoolAdmission {
       }
     }
     if (this.queue.length >= cfg.max_queued_requests) {
-      const short = this.queue.queuedTokens + t.needTokens - this.room(b);
-      return this.shed(t, 'queue_full', this.waitMs(short, t.needTokens, now), 0);
+      return this.shed(t, 'queue_full', this.waitMs(this.queue.queuedTokens, t.needTokens, this.room(b), now), 0);
     }
-    const waitMs = this.waitMs(t.needTokens - room, t.needTokens, now);
+    const waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
     if (waitMs > t.allowanceMs) return this.shed(t, 'wait_exceeds_deadline', waitMs, 0);
     t.queued = true;
     this.queue.insert(t);
@@ -201,7 +200,7 @@ export class PoolAdmission {
       if (!e.queued) continue; // settled by a callback earlier in this walk
       if (e.deadlineMs <= now) {
         this.dequeue(e);
-        this.shed(e, 'deadline_passed', this.waitMs(before + e.needTokens - this.room(b), e.needTokens, now), now - e.arrivedMs);
+        this.shed(e, 'deadline_passed', this.waitMs(before, e.needTokens, this.room(b), now), now - e.arrivedMs);
         continue;
       }
       // Deadline order: every later entry is unexpired too, and with no room left none of them can go.
@@ -304,14 +303,17 @@ export class PoolAdmission {
   }
 
   /**
-   * Estimated wait until `shortTokens` more are free, at the pool's drain rate. A request that is not
-   * short of KV but found no replica it fits (connections, the policy's fit) waits for about one request's
-   * worth (`needTokens`) to end. Infinity when the pool frees nothing anyone can measure.
+   * Estimated wait of a request needing `needTokens` behind `aheadTokens` of queued needs, at the pool's
+   * drain rate: until the pool has freed what it is short of (ahead + need − room). A request that is not
+   * short of KV but found no replica it fits (connections, one replica's room, the policy's fit) waits for
+   * the requests ahead of it and then one request's worth to go through: ahead + need. Infinity when the
+   * pool frees nothing anyone can measure.
    */
-  private waitMs(shortTokens: number, needTokens: number, now: number): number {
+  private waitMs(aheadTokens: number, needTokens: number, room: number, now: number): number {
     const rate = this.drainPerSecond(now, this.b);
     if (!(rate > 0)) return Number.POSITIVE_INFINITY;
-    return ((shortTokens > 0 ? shortTokens : needTokens) / rate) * 1000;
+    const short = aheadTokens + needTokens - room;
+    return ((short > 0 ? short : aheadTokens + needTokens) / rate) * 1000;
   }
 
   /** Whole seconds ≥ 1 from an estimated wait; with no estimate at all, the time rows take to go stale. */

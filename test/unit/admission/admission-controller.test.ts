@@ -101,6 +101,22 @@ test('connection cap with the default policy: the choice is re-asked without the
   assert.equal(kindOf(h, 'r3'), 'pending');
 });
 
+test('connection-bound waits: each queued request waits for those ahead of it, so the estimate and Retry-After grow with the queue', () => {
+  const h = harness(two({ running: 20 }, { running: 20 }), { connections: 1 });
+  h.ask('r1');
+  h.ask('r2');
+  // Both replicas at the cap; the pool frees 2 × 20 × 1000 / 50 = 800 tokens/s; each request is 200:
+  // the k-th in line waits (k + 1) × 0.25 s, so 8 fit the standard tier's 2 s and the 9th does not.
+  for (let k = 0; k < 10; k++) h.ask(`q${k}`);
+  assert.deepEqual(Array.from({ length: 10 }, (_, k) => kindOf(h, `q${k}`)), [...Array(8).fill('pending'), 'rejected:server_overloaded', 'rejected:server_overloaded']);
+  const o = h.outcomes.get('q8');
+  assert.ok(o?.kind === 'rejected');
+  assert.equal(o.rejection.retryAfterSeconds, 3); // 9 × 200 / 800 = 2.25 s
+  h.finish('r1');
+  assert.equal(kindOf(h, 'q0').split(':')[0], 'admitted', 'a freed connection goes to the head at once');
+  assert.equal(kindOf(h, 'q1'), 'pending');
+});
+
 test('deadline order: when room appears the earliest deadline goes first, whatever the arrival order', () => {
   // usage 0.9: 10 free blocks per replica, 320 tokens, room 640 − 480 = 160: nothing of 200 fits.
   const h = harness(two({ usage: 0.9, running: 20 }, { usage: 0.9, running: 20 }));
