@@ -3,6 +3,9 @@
 // start gateways through here, so tests run exactly the production wiring.
 // Thread: main. Setup and shutdown only.
 import type { GatewayConfig } from './config/schema.ts';
+import { AdmissionController } from './admission/admission-controller.ts';
+import { KvEstimator } from './router/kv-estimate.ts';
+import { WallClock } from './util/clock.ts';
 import { Authenticator } from './auth/authenticate.ts';
 import { createQuotaStore } from './quota/create-quota-store.ts';
 import type { QuotaStore } from './quota/types.ts';
@@ -73,20 +76,34 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
   const prefixIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
 
-  const build = (c: GatewayConfig): Services => Object.freeze({
-    cfg: c,
-    catalog: new ModelCatalog(c),
-    auth: new Authenticator(c.tenants, env),
-    quota,
-    tokenizer,
-    registry,
-    router: new Router((opts.routingPolicy ?? createPolicy)(c, registry, prefixIndex), registry),
-    upstream,
-    usage,
-    metrics,
-    log: logStage,
+  const newRouter = (c: GatewayConfig): Router => new Router((opts.routingPolicy ?? createPolicy)(c, registry, prefixIndex), registry);
+  // One admission controller for the gateway's life: requests waiting in its queues hold callbacks into it,
+  // so a reload reconfigures it in place. upstream.connections_per_replica is the client's, fixed at start.
+  const firstRouter = newRouter(cfg);
+  const admission = new AdmissionController({
+    fleet: registry, kv: new KvEstimator(registry, registry.ledger.slots, cfg.admission.stale_ms), router: firstRouter,
+    clock: WallClock, cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica,
+    pollMs: cfg.registry.scrape_interval_ms, metrics,
+    onCallbackError: (err) => log.error({ err }, 'admission callback failed'),
   });
-  let services = build(cfg);
+  const build = (c: GatewayConfig, router: Router): Services => {
+    admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: c.registry.scrape_interval_ms });
+    return Object.freeze({
+      cfg: c,
+      catalog: new ModelCatalog(c),
+      auth: new Authenticator(c.tenants, env),
+      quota,
+      tokenizer,
+      registry,
+      router,
+      admission,
+      upstream,
+      usage,
+      metrics,
+      log: logStage,
+    });
+  };
+  let services = build(cfg, firstRouter);
   // A restarted replica's cache is empty: the router forgets what it believed the replica held.
   registry.onRestart((slot) => services.router.replicaReset(slot));
 
@@ -94,6 +111,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     ...fleetGaugeSources(registry, () => services.cfg),
     tokenizerQueueDepth: () => tokenizer.queueDepth(),
     inflight: () => server.inflightCount,
+    admissionQueueDepth: () => admission.queueDepths(),
   });
 
   const ready = (): boolean => services.cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s)));
@@ -132,7 +150,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       // Removed replicas: their connection pools close once the requests still on them finish.
       for (const url of before) void upstream.forget(url);
       metrics.reconfigure(next);
-      services = build(next);
+      services = build(next, newRouter(next));
       for (const slot of left) if (slot >= 0) services.router.replicaReset(slot);
       server.setServices(services);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');

@@ -21,6 +21,7 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { getHeapSpaceStatistics } from 'node:v8';
 import type { BenchScenario } from '../types.ts';
+import { AdmissionController } from '../../src/admission/admission-controller.ts';
 import { hashApiKey, Authenticator } from '../../src/auth/authenticate.ts';
 import { parseConfig } from '../../src/config/load.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
@@ -32,7 +33,9 @@ import { createQuotaStore } from '../../src/quota/create-quota-store.ts';
 import type { QuotaDecision, QuotaStore } from '../../src/quota/types.ts';
 import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
 import type { ClientSink, HeaderList } from '../../src/relay/client-sink.ts';
+import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router, createPolicy } from '../../src/router/route.ts';
+import { WallClock } from '../../src/util/clock.ts';
 import { PromptTokenizer } from '../../src/tokenize/prompt-tokenizer.ts';
 import type { UpstreamCall, UpstreamClient, UpstreamHandler, UpstreamRequest } from '../../src/upstream/upstream-client.ts';
 import { UsageRecorder } from '../../src/usage/usage-recorder.ts';
@@ -62,7 +65,16 @@ function fakeRegistry(cfg: GatewayConfig): RegistryStage {
     isHealthy: () => true,
     replica: (slot) => replicas[slot]!,
     residentAdapters: () => [],
-    readRow: () => false,
+    // A fresh row with room to spare: admission admits every request at once, as an unloaded fleet would.
+    readRow: (_slot, out) => {
+      out.lastGoodScrapeMs = Date.now();
+      out.numGpuBlocks = 100_000;
+      out.blockSize = 16;
+      out.kvUsage = 0;
+      out.running = 0;
+      out.waiting = 0;
+      return true;
+    },
     prefixAffinityOff: () => false,
     nowMs: () => Date.now(),
     ledger: new InflightLedger(replicas.length),
@@ -137,9 +149,14 @@ const pipeline: BenchScenario = async (args) => {
   const tokenizer = await PromptTokenizer.create(cfg.tokenizer, ['llama3']);
   const quota = await createQuotaStore(cfg.quota);
   const metrics = new GatewayMetrics(cfg, { listenToWorkers: false });
+  const router = new Router(createPolicy(cfg, registry), registry);
+  const admission = new AdmissionController({
+    fleet: registry, kv: new KvEstimator(registry, registry.ledger.slots, cfg.admission.stale_ms), router, clock: WallClock,
+    cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms, metrics,
+  });
   const base: Services = {
     cfg, catalog: new ModelCatalog(cfg), auth: new Authenticator(cfg.tenants, {}), quota, tokenizer, registry,
-    router: new Router(createPolicy(cfg, registry), registry),
+    router, admission,
     upstream: new CannedUpstream(streamChunks(tokens), jsonBody(tokens)) as unknown as UpstreamClient,
     usage: UsageRecorder.fromConfig(cfg), metrics, log: silentLog,
   };

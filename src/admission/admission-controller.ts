@@ -22,6 +22,11 @@ export interface AdmissionOptions {
   /** The registry's scrape interval: how often a non-empty queue looks at the fleet again. */
   pollMs: number;
   metrics?: AdmissionMetrics | null;
+  /**
+   * A `done` callback threw. Callbacks may run from a queue timer, where a throw would end the process: the
+   * controller reports it here and carries on with the next request. Default: rethrown on a later turn.
+   */
+  onCallbackError?: (err: unknown) => void;
 }
 
 export class AdmissionController {
@@ -38,6 +43,9 @@ export class AdmissionController {
       router: o.router,
       connectionsPerReplica: o.connectionsPerReplica,
       pollMs: o.pollMs,
+      onCallbackError: o.onCallbackError ?? ((err) => queueMicrotask(() => {
+        throw err;
+      })),
     };
   }
 

@@ -15,12 +15,12 @@
 // Callbacks (`done`) run synchronously inside acquire/pump/cancel, and the caller records its dispatch in the
 // ledger before returning: the next decision, in the same pump, sees it (connection count, KV estimate).
 // Thread: the acceptor. No I/O; every wait goes through the injected Clock (virtual in the simulator).
-import type { Rejection } from '../errors/rejection.ts';
 import { LEDGER_INFLIGHT } from '../registry/inflight-ledger.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { FleetView, RouteRequest } from '../router/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { queueAllowanceMs } from './deadline.ts';
+import { overloaded, tooLarge } from './rejections.ts';
 import { DeadlineQueue, type QueuedEntry } from './deadline-queue.ts';
 import { DrainRate } from './drain-rate.ts';
 import { PoolBudget, type PoolBudgetReader } from './pool-budget.ts';
@@ -38,6 +38,7 @@ export interface AdmissionDeps {
   connectionsPerReplica: number;
   /** How often a non-empty queue re-reads the fleet (the registry's scrape interval), ms. */
   pollMs: number;
+  readonly onCallbackError: (err: unknown) => void;
 }
 
 /** One request's place in admission: returned by acquire, passed to cancel. */
@@ -288,7 +289,11 @@ export class PoolAdmission {
   private settle(t: AdmissionTicket, o: Parameters<AdmissionDone>[0]): void {
     if (t.settled) return;
     t.settled = true;
-    t.done(o);
+    try {
+      t.done(o);
+    } catch (err) {
+      this.deps.onCallbackError(err);
+    }
   }
 
   private dequeue(t: AdmissionTicket): void {
@@ -356,23 +361,4 @@ function needOf(req: AdmissionRequest, cachedBlocks: number): number {
   const output = r.maxTokens * req.n;
   const uncached = r.promptTokens - cachedBlocks * req.blockSize;
   return output + (uncached > 0 ? uncached : 0);
-}
-
-function tooLarge(req: AdmissionRequest, wholeTokens: number): Rejection {
-  const r = req.route;
-  const p = req.promptParam;
-  return {
-    code: 'context_length_exceeded',
-    param: p,
-    message: `This model's maximum context length is ${wholeTokens} tokens. However, you requested ${r.promptTokens + r.maxTokens} tokens (${r.promptTokens} in the ${p}, ${r.maxTokens} in the completion). Please reduce the length of the ${p} or completion.`,
-  };
-}
-
-function overloaded(reason: ShedReason, retryAfterSeconds: number, allowanceMs: number, poolId: string, maxQueued: number): Rejection {
-  const message = reason === 'queue_full'
-    ? `The admission queue of ${poolId} is full (${maxQueued} requests); it should drain in about ${retryAfterSeconds} s.`
-    : reason === 'deadline_passed'
-      ? `No room for this request on ${poolId} within its ${allowanceMs} ms queue allowance; estimated ${retryAfterSeconds} s until there is.`
-      : `No room for this request on ${poolId}: the estimated wait (${retryAfterSeconds} s) exceeds its ${allowanceMs} ms queue allowance.`;
-  return { code: 'server_overloaded', retryAfterSeconds, message };
 }

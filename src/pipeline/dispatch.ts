@@ -1,6 +1,8 @@
-// The back half of a completion: route → dispatch → outcome, once per attempt, and what the request's
-// attempts share (UpstreamJob). handle-completion.ts drives the loop; each step here does one thing:
-//   route()        picks a replica for the next attempt (or answers when none is left)
+// The back half of a completion: admit (and route) → dispatch → outcome, once per attempt, and what the
+// request's attempts share (UpstreamJob). handle-completion.ts drives the loop; admit.ts asks admission,
+// which routes; each step here does one thing:
+//   mayAttempt()   whether another attempt may start (or answers with the last failure)
+//   accept()       records the replica an attempt was routed to; unroutable() answers when there is none
 //   dispatch()     runs one UpstreamAttempt there: ledger entry, routing feedback, relay, outcome
 //   afterAttempt() records the outcome (replica health, metrics, log) and says whether to try again;
 //                  what a failure means is decided in src/upstream/retry-policy.ts.
@@ -96,24 +98,24 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
   }
 }
 
-/**
- * Picks the replica for the next attempt. Null when the request has been answered instead: no healthy
- * replica at all (503 with Retry-After), or none left to try / attempts used up (the last failure's answer).
- */
-export function route(svc: Services, ctx: RequestContext, job: UpstreamJob): Routed | null {
-  if (!mayRetry(job.attempts, svc.cfg.upstream.max_attempts)) {
+/** Whether another attempt may start; when not, answers with the last failure's error. */
+export function mayAttempt(svc: Services, ctx: RequestContext, job: UpstreamJob): boolean {
+  if (mayRetry(job.attempts, svc.cfg.upstream.max_attempts)) return true;
+  reply(ctx, job.last ?? { code: 'upstream_unavailable' }, job.limitHeaders);
+  return false;
+}
+
+/** Answers a request the router found no replica for: no healthy one (503 with Retry-After), or none left to try. */
+export function unroutable(svc: Services, ctx: RequestContext, job: UpstreamJob, reason: 'no_healthy_replica' | 'all_tried'): void {
+  if (reason === 'no_healthy_replica' && job.last === null) {
+    reply(ctx, { code: 'no_healthy_replica', retryAfterSeconds: retryAfterForDownFleet(svc) }, job.limitHeaders);
+  } else {
     reply(ctx, job.last ?? { code: 'upstream_unavailable' }, job.limitHeaders);
-    return null;
   }
-  const routed = svc.router.route(job.routeReq);
-  if (!routed.ok) {
-    if (routed.reason === 'no_healthy_replica' && job.last === null) {
-      reply(ctx, { code: 'no_healthy_replica', retryAfterSeconds: retryAfterForDownFleet(svc) }, job.limitHeaders);
-    } else {
-      reply(ctx, job.last ?? { code: 'upstream_unavailable' }, job.limitHeaders);
-    }
-    return null;
-  }
+}
+
+/** Records the replica admission routed this attempt to (retries, tried slots, the request's replica, metrics). */
+export function accept(svc: Services, ctx: RequestContext, job: UpstreamJob, routed: Routed): void {
   if (job.attempts > 0) {
     ctx.retries++;
     svc.metrics?.retry(job.poolId, job.lastFailure!);
@@ -123,7 +125,6 @@ export function route(svc: Services, ctx: RequestContext, job: UpstreamJob): Rou
   ctx.slot = routed.slot;
   ctx.replicaId = routed.replicaId;
   svc.metrics?.routed(svc.router.policy.name, routed.replicaId);
-  return routed;
 }
 
 /** Runs one attempt on the routed replica; resolves when it has answered the client or failed before that. */

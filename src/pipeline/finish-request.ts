@@ -66,6 +66,7 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
       duration_ms: round1(durationMs),
       retries: ctx.retries,
       cancelled: ctx.cancelled,
+      queue_ms: round1(ctx.queueMs),
       ts: new Date().toISOString(),
     });
   }

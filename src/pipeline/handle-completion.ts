@@ -1,17 +1,21 @@
 // THE life of a completion request, in order (run() reads as this list):
 //   parse the body → resolve the model → tokenize (count + block hashes) → context check → quota (reserve
-//   prompt + max_tokens, take a lease) → route → dispatch + relay (dispatch.ts, upstream-attempt.ts; again on
-//   another replica while nothing reached the client) → settle exactly once (finish-request.ts: quota,
-//   usage record, metrics, one log line).
+//   prompt + max_tokens, take a lease) → admission, which routes (admit.ts, src/admission/: now, after a wait
+//   in its queue, or 429) → dispatch + relay (dispatch.ts, upstream-attempt.ts; admitted again, on another
+//   replica, while nothing reached the client) → settle exactly once (finish-request.ts: quota, usage
+//   record, metrics, one log line).
 // Each stage either returns what the next needs or answers the client itself and returns null.
 // Expected rejections are values (Rejection), answered with pre-serialised bodies; exceptions are bugs.
-// Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota and
-// the upstream attempts.
+// Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota, the
+// admission queue (only when the pool is full) and the upstream attempts.
 import type { PoolConfig } from '../config/schema.ts';
 import { errorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
-import { afterAttempt, dispatch, route, UpstreamJob, type TokenizedPrompt } from './dispatch.ts';
+import type { AdmissionRequest } from '../admission/types.ts';
+import type { AttemptOutcome } from '../upstream/retry-policy.ts';
+import { admit } from './admit.ts';
+import { afterAttempt, UpstreamJob, type TokenizedPrompt } from './dispatch.ts';
 import { finishRequest, reply } from './finish-request.ts';
 import type { ModelTarget } from './model-catalog.ts';
 import { parseBody, type ParsedBody, type Route } from './parse-body.ts';
@@ -77,18 +81,27 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   const maxTokens = checkContext(ctx, parsed, target.pool, prompt.promptTokens);
   if (maxTokens === null) return;
   const cost = prompt.promptTokens + maxTokens * parsed.n;
-  const quotaStart = performance.now();
   const decision = await svc.quota.acquire(req.tenant.limits, ctx.quotaId, cost);
-  ctx.queueMs = performance.now() - quotaStart;
   const limitHeaders = quotaGranted(svc, ctx, req.tenant, decision, cost);
   if (limitHeaders === null) return;
   const job = new UpstreamJob(svc, ctx, parsed, target, prompt, maxTokens, limitHeaders);
+  const areq: AdmissionRequest = {
+    route: job.routeReq, n: parsed.n, tier: req.tenant.slaTier, blockSize: target.pool.block_size,
+    promptParam: parsed.messages !== null ? 'messages' : 'prompt',
+  };
+  const reservation = prompt.promptTokens + job.reservedOutputTokens;
   for (;;) {
-    const routed = route(svc, ctx, job);
-    if (routed === null) return;
-    // Admission goes here: it may hold the request, then hand it the route decision it dispatches on.
-    const outcome = await dispatch(svc, ctx, job, routed);
-    if (!afterAttempt(svc, ctx, job, routed, outcome)) return;
+    // Admission routes the attempt when the pool has room (it may hold it in its queue first) and
+    // dispatches it; its KV reservation goes back, and the queue is pumped, when the attempt ends.
+    const admitted = await admit(svc, ctx, job, areq);
+    if (admitted === null) return;
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await admitted.outcome;
+    } finally {
+      svc.admission.released(job.poolId, reservation);
+    }
+    if (!afterAttempt(svc, ctx, job, admitted.routed, outcome)) return;
   }
 }
 

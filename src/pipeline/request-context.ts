@@ -50,8 +50,10 @@ export class RequestContext {
   ttftMs: number | null = null;
   /** Time spent waiting on replicas (dispatch → end of each attempt). */
   upstreamMs = 0;
-  /** Time spent waiting for the quota store. */
+  /** Time spent in the admission queue, summed over attempts (the usage record's queue_ms). */
   queueMs = 0;
+  /** Set while the request waits in the admission queue: leaves it (client gone, or shutdown). */
+  leaveQueue: (() => void) | null = null;
   firstTokenAt = 0;
   /** The upstream call of the attempt in flight (client abort and shutdown abort it); set by UpstreamAttempt. */
   call: UpstreamCall | null = null;
@@ -71,6 +73,11 @@ export class RequestContext {
   /** Aborts whatever holds the signal; nothing to do when no stage asked for one. */
   abortSignal(): void {
     this.controller?.abort();
+    const leave = this.leaveQueue;
+    if (leave !== null) {
+      this.leaveQueue = null;
+      leave();
+    }
   }
 
   constructor(id: string, route: Route, sink: ClientSink, startedAt: number) {

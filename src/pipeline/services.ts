@@ -1,6 +1,7 @@
 // What the request pipeline needs from each stage, as structural interfaces, so main.ts can compose the real
 // implementations (and tests can compose real ones with other settings). Thread: main. Setup only.
-import type { GatewayConfig } from '../config/schema.ts';
+import type { AdmissionController } from '../admission/admission-controller.ts';
+import type { GatewayConfig, TenantConfig } from '../config/schema.ts';
 import type { QuotaStore, TenantLimits } from '../quota/types.ts';
 import type { FleetView } from '../router/types.ts';
 import type { Router } from '../router/route.ts';
@@ -15,7 +16,7 @@ import type { CancelPhase, QuotaResult, RequestOutcome, UpstreamErrorKind } from
 export interface TenantIdentity {
   readonly name: string;
   readonly limits: TenantLimits;
-  readonly slaTier: string;
+  readonly slaTier: TenantConfig['sla_tier'];
   readonly allowedModels: readonly string[];
 }
 
@@ -67,6 +68,8 @@ export interface Services {
   readonly tokenizer: TokenizeStage;
   readonly registry: RegistryStage;
   readonly router: Router;
+  /** Kept across config reloads (queued requests hold callbacks into it); reconfigured in place. */
+  readonly admission: AdmissionController;
   readonly upstream: UpstreamClient;
   readonly usage: UsageRecorder;
   readonly metrics: MetricsStage | null;

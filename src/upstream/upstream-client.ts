@@ -157,6 +157,8 @@ class ReplicaPool implements H1ConnectionOwner {
   private readonly idle: H1Connection[] = [];
   readonly all = new Set<H1Connection>();
   private readonly queue: Attempt[] = [];
+  /** Attempts that found every connection busy and waited in `queue` (the gateway's admission keeps it at 0). */
+  waited = 0;
   /** forget(): no connection goes back to idle; queued attempts still run on the busy ones as they free up. */
   private retired = false;
   /** destroyAll(): everything closed, nothing new starts. */
@@ -187,6 +189,7 @@ class ReplicaPool implements H1ConnectionOwner {
       return;
     }
     a.queuedAt = performance.now();
+    this.waited++;
     this.queue.push(a);
   }
 
@@ -298,6 +301,13 @@ export class UpstreamClient {
     const a = new Attempt(pool, renderRequest(pool.hostHeader, req), req, handler);
     pool.dispatch(a);
     return a;
+  }
+
+  /** Attempts that had to wait for a free connection, over the replicas the client still serves (tests). */
+  get waitedForConnection(): number {
+    let n = 0;
+    for (const p of this.pools.values()) n += p.waited;
+    return n;
   }
 
   /** Open connections to a replica (for tests and metrics). */

@@ -16,6 +16,8 @@ export interface UsageRecord {
   duration_ms: number;
   retries: number;
   cancelled: boolean;
+  /** Time spent in the admission queue, ms (0 when admitted at once or refused before admission). */
+  queue_ms: number;
   ts: string;
 }
 

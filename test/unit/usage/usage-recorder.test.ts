@@ -14,7 +14,7 @@ import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 const record = (i: number, over: Partial<UsageRecord> = {}): UsageRecord => ({
   request_id: `req-${i}`, tenant: 'alpha', model: 'gpt-fast', pool: '8b', adapter: null, replica: '8b-1', status: 200,
   finish_reason: 'length', input_tokens: 40 + i, output_tokens: i, cached_tokens: 0, ttft_ms: 12.5, duration_ms: 80.1,
-  retries: 0, cancelled: false, ts: new Date(0).toISOString(), ...over,
+  retries: 0, cancelled: false, queue_ms: 0, ts: new Date(0).toISOString(), ...over,
 });
 
 const lines = (path: string): UsageRecord[] => readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord);
