@@ -75,8 +75,9 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
     this.router = svc.router;
     this.upstream = svc.upstream;
     // Plain reads of what setup fixed: a policy with a `finished` hook (kv-aware) extends its prefix index
-    // with the reply's blocks; round-robin has none, so its requests collect no text and hash nothing.
-    this.replies = svc.router.policy.finished !== undefined && svc.tokenizer.replyHashes !== undefined && prompt.tailTokens !== undefined ? this : null;
+    // with the reply's blocks; round-robin has none, so its requests collect no text and hash nothing. With
+    // n > 1 the stream interleaves several replies: none is learnt.
+    this.replies = svc.router.policy.finished !== undefined && svc.tokenizer.replyHashes !== undefined && prompt.tailTokens !== undefined && parsed.n === 1 ? this : null;
     this.tokenizer = svc.tokenizer;
     this.pool = pool;
     this.kind = ctx.route === 'chat' ? 'chat' : 'completion';
