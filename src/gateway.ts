@@ -112,6 +112,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     tokenizerQueueDepth: () => tokenizer.queueDepth(),
     inflight: () => server.inflightCount,
     admissionQueueDepth: () => admission.queueDepths(),
+    prefixIndexEntries: () => prefixIndex.entries(),
+    prefixIndexEvictions: () => prefixIndex.evictions(),
   });
 
   const ready = (): boolean => services.cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s)));

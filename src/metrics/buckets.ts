@@ -43,3 +43,8 @@ export const TOKENIZE_BUCKETS_SECONDS = [
 export const SCRAPE_BUCKETS_SECONDS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 ] as const;
+
+/** Predicted minus reported cached tokens: 0 when the prefix index was right; negative when the replica held
+ * more than predicted (a cold pick that hit, another gateway's traffic), positive when it had evicted or
+ * never held what the index believed (16-token blocks up to a 32k-token prompt). */
+export const CACHE_ERROR_BUCKETS_TOKENS = [-32768, -4096, -1024, -256, -16, 0, 16, 256, 1024, 4096, 32768] as const;

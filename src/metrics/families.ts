@@ -36,6 +36,10 @@ export function defineFamilies(reg: Registry) {
     quota: counter('gateway_quota_decisions_total', 'Quota decisions by result.', ['result']),
     upstreamErrors: counter('gateway_upstream_errors_total', 'Upstream failures by kind.', ['kind']),
     routing: counter('gateway_routing_decisions_total', 'Routing decisions by policy and chosen replica.', ['policy', 'replica']),
+    routingWhy: counter('gateway_routing_why_total',
+      'Routing decisions by policy and why (prefix, cold, load-bound, headroom, adapter, policy).', ['policy', 'why']),
+    cacheError: histogram('gateway_predicted_cached_tokens_error',
+      'Router-predicted minus replica-reported cached prompt tokens, per request the replica answered.', ['pool'], B.CACHE_ERROR_BUCKETS_TOKENS),
     retries: counter('gateway_retries_total',
       'Upstream attempts retried (before the first token), by pool and failure kind.', ['pool', 'kind']),
   };

@@ -23,6 +23,10 @@ export type QuotaResult = (typeof QUOTA_RESULTS)[number];
 export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
 export type CancelPhase = (typeof CANCEL_PHASES)[number];
 export type { MetricSources } from './scrape-gauges.ts';
+
+/** Label values of gateway_routing_why_total: routing.policy's names and the router's `why` values. */
+const POLICY_NAMES: ReadonlySet<string> = new Set(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'sglang', 'dynamo']);
+const ROUTE_WHYS: ReadonlySet<string> = new Set(['prefix', 'cold', 'load-bound', 'headroom', 'adapter', 'policy']);
 export type { MetricsSnapshot } from './worker-metrics.ts';
 
 /** Everything known about a request when it completes; recorded once by requestEnded. */
@@ -42,6 +46,8 @@ export interface RequestOutcome {
   inputTokens: number;
   outputTokens: number;
   cachedTokens: number;
+  /** Cached tokens the router predicted on the replica that answered; null when no replica answered. */
+  predictedCachedTokens?: number | null;
   retries: number;
   cancelled: boolean;
   tpotSeconds: number | null;
@@ -79,6 +85,8 @@ export class GatewayMetrics {
   /** Config-dependent label slots and children; replaced whole by reconfigure(). */
   private b: Binding;
   private sources: MetricSources = {};
+  private readonly whyChildren = new Map<string, Incrementer>();
+  private readonly cacheErrorByPool = new Map<string, Observer>();
   private readonly overheadByRoute: readonly Observer[];
   private readonly quotaChildren: Readonly<Record<QuotaResult, Incrementer>>;
   private readonly upstreamErrorChildren: Readonly<Record<UpstreamErrorKind, Incrementer>>;
@@ -139,6 +147,12 @@ export class GatewayMetrics {
     if (o.outputTokens > 0) t.output.inc(o.outputTokens);
     if (o.cachedTokens > 0) t.cached.inc(o.cachedTokens);
     if (o.cancelled) rs.cancellations.inc();
+    if (o.predictedCachedTokens !== undefined && o.predictedCachedTokens !== null) {
+      const pool = b.pools.values[poolIndex]!;
+      let h = this.cacheErrorByPool.get(pool);
+      if (h === undefined) this.cacheErrorByPool.set(pool, h = histogramChild(this.f.cacheError, pool));
+      h.observe(o.predictedCachedTokens - o.cachedTokens);
+    }
   }
 
   admission(pool: string, result: AdmissionResult): void {
@@ -150,8 +164,16 @@ export class GatewayMetrics {
     this.quotaChildren[result].inc();
   }
 
-  routed(policy: string, replica: string): void {
+  routed(policy: string, replica: string, why?: string): void {
     this.b.routedChild(policy, replica).inc();
+    if (why === undefined) return;
+    const key = `${policy}\u0000${why}`;
+    let c = this.whyChildren.get(key);
+    if (c === undefined) {
+      c = counterChild(this.f.routingWhy, POLICY_NAMES.has(policy) ? policy : 'other', ROUTE_WHYS.has(why) ? why : 'other');
+      if (this.whyChildren.size < 64) this.whyChildren.set(key, c);
+    }
+    c.inc();
   }
 
   retry(pool: string, kind: string): void {

@@ -4,7 +4,7 @@
 // A source that is not set yet (component not started) reports nothing (labelled gauges) or 0 (scalars);
 // a source that throws leaves a labelled gauge without samples and a scalar at NaN for that scrape.
 import type { IntervalHistogram } from 'node:perf_hooks';
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { BoundedLabel } from './labels.ts';
 
 /** Pulled at scrape time; each is optional and may be set or replaced at any time. */
@@ -15,6 +15,9 @@ export interface MetricSources {
   inflight?: () => number;
   kvOccupancy?: () => Iterable<[pool: string, ratio: number]>;
   admissionQueueDepth?: () => Iterable<[pool: string, depth: number]>;
+  /** The router's prefix index: occupied entries, and live entries replaced so far (a running total). */
+  prefixIndexEntries?: () => number;
+  prefixIndexEvictions?: () => number;
 }
 
 export interface ScrapeGaugeContext {
@@ -78,6 +81,19 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
   };
   scalar('gateway_tokenizer_queue_depth', 'Tokenize tasks waiting for a tokenizer pool thread.', () => ctx.sources().tokenizerQueueDepth);
   scalar('gateway_inflight_requests', 'Completion requests in flight in this gateway.', () => ctx.sources().inflight);
+  scalar('gateway_prefix_index_entries', "Occupied entries of the router's prefix index (block hash → holders).", () => ctx.sources().prefixIndexEntries);
+  // The index counts evictions itself (shared by every thread); the counter follows its running total.
+  let evictionsSeen = 0;
+  const evictions: Counter = new Counter({
+    name: 'gateway_prefix_index_evictions_total', help: "Live prefix-index entries replaced by the bucket's least recently used rule.", registers: [reg],
+    collect: () => {
+      const f = ctx.sources().prefixIndexEvictions;
+      if (!f) return;
+      const total = f();
+      if (total > evictionsSeen) evictions.inc(total - evictionsSeen);
+      evictionsSeen = total;
+    },
+  });
 
   // Three gauges rather than one with a "quantile" label: promtool reserves that label for summaries.
   const window = 'since the previous scrape (perf_hooks monitorEventLoopDelay, 10 ms resolution)';

@@ -125,7 +125,7 @@ export function accept(svc: Services, ctx: RequestContext, job: UpstreamJob, rou
   job.tried(routed.slot);
   ctx.slot = routed.slot;
   ctx.replicaId = routed.replicaId;
-  svc.metrics?.routed(svc.router.policy.name, routed.replicaId);
+  svc.metrics?.routed(svc.router.policy.name, routed.replicaId, routed.decision.why);
 }
 
 /** Runs one attempt on the routed replica; resolves when it has answered the client or failed before that. */

@@ -38,6 +38,8 @@ export class RequestContext {
   inputTokens = 0;
   outputTokens = 0;
   cachedTokens = 0;
+  /** Cached prompt tokens the router predicted on the replica of the latest attempt. */
+  predictedCachedTokens = 0;
   maxTokens = 0;
   reservedTokens = 0;
   quotaHeld = false;

@@ -46,7 +46,7 @@ export interface RegistryStage extends FleetView {
 export interface MetricsStage {
   requestEnded(o: RequestOutcome): void;
   quota(result: QuotaResult): void;
-  routed(policy: string, replica: string): void;
+  routed(policy: string, replica: string, why?: string): void;
   retry(pool: string, kind: string): void;
   upstreamError(kind: UpstreamErrorKind): void;
   cancelled(phase: CancelPhase, latencySeconds: number): void;

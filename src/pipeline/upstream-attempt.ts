@@ -16,6 +16,7 @@ import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
 import { jsonFigures, replyText } from '../relay/json-figures.ts';
 import type { InflightLedger, LedgerEntry } from '../registry/inflight-ledger.ts';
+import { predictedCachedTokens } from '../router/cached-tokens.ts';
 import type { Router } from '../router/route.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 import { EMPTY_STREAM, FIRST_TOKEN_TIMEOUT, statusFailure, TOO_LARGE, transportFailure, type AttemptOutcome } from '../upstream/retry-policy.ts';
@@ -102,6 +103,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       const req = plan.routeReq;
       const d = this.decision;
       const uncached = req.promptTokens - d.cachedBlocks * plan.blockSize;
+      ctx.predictedCachedTokens = predictedCachedTokens(d.cachedBlocks, req.promptTokens, plan.blockSize);
       this.entry = plan.ledger.dispatch(d.slot, req.promptTokens, plan.reservedOutputTokens, plan.blockSize, uncached > 0 ? uncached : 0);
       plan.router.dispatched(req, d);
       this.dispatchedAt = performance.now();

@@ -12,6 +12,8 @@ export interface UsageRecord {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  /** What the router predicted the replica would report as cached_tokens (its prefix-index match). */
+  predicted_cached_tokens: number;
   ttft_ms: number | null;
   duration_ms: number;
   retries: number;

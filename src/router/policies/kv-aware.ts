@@ -16,6 +16,7 @@ import { PrefillRateLearner } from '../prefill-rate.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
 import { Rendezvous } from '../pickers/rendezvous.ts';
 import { TIER_FITS, TIER_FULL, TieredPicker } from '../pickers/tiered-picker.ts';
+import { predictedCachedTokens } from '../cached-tokens.ts';
 import { matchPrefix } from '../prefix-match.ts';
 import { PredictedTtftScorer } from '../scorers/predicted-ttft-scorer.ts';
 import type { Decision, FleetView, RouteRequest, RouteWhy, RoutingFeedback, RoutingPolicy } from '../types.ts';
@@ -169,14 +170,4 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     this.kv.reset(slot);
     this.rates.reset(slot);
   }
-}
-
-/**
- * What the replica should report as cached_tokens for a prompt whose first `cachedBlocks` blocks it holds:
- * vLLM always computes the last prompt token, so a full hit reports one block less on a block boundary.
- */
-export function predictedCachedTokens(cachedBlocks: number, promptTokens: number, blockSize: number): number {
-  const hit = cachedBlocks * blockSize;
-  const cap = Math.floor((promptTokens - 1) / blockSize) * blockSize;
-  return hit < cap ? hit : cap > 0 ? cap : 0;
 }

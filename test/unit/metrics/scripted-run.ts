@@ -29,8 +29,8 @@ export function scriptedRun(m: GatewayMetrics): void {
   // 1. success, streamed, fully cached prefix predicted
   m.quota('ok');
   m.admission('8b', 'admitted');
-  m.routed('kv-aware', '8b-1');
-  m.requestEnded(base);
+  m.routed('kv-aware', '8b-1', 'prefix');
+  m.requestEnded({ ...base, predictedCachedTokens: base.cachedTokens });
   // 2. 429: quota rejects before admission, no pool work, no tokens
   m.quota('rate_limit_exceeded');
   m.requestEnded({
@@ -40,7 +40,7 @@ export function scriptedRun(m: GatewayMetrics): void {
   // 3. cancel mid-stream after 40 tokens: queued 50 ms first
   m.quota('ok');
   m.admission('8b', 'queued');
-  m.routed('kv-aware', '8b-2');
+  m.routed('kv-aware', '8b-2', 'cold');
   m.cancelled('streaming', 0.0008);
   m.requestEnded({
     ...base, status: 200, cancelled: true, durationSeconds: 1.5, upstreamSeconds: 1.446, queueSeconds: 0.05,
@@ -49,12 +49,12 @@ export function scriptedRun(m: GatewayMetrics): void {
   // 4. retry: first attempt refused the connection, second replica served it (non-stream, 70b)
   m.quota('ok');
   m.admission('70b', 'admitted');
-  m.routed('kv-aware', '70b-1');
+  m.routed('kv-aware', '70b-1', 'cold');
   m.upstreamError('connect');
   m.retry('70b', 'connect');
-  m.routed('kv-aware', '70b-1');
+  m.routed('kv-aware', '70b-1', 'load-bound');
   m.requestEnded({
     ...base, route: 'completions', pool: '70b', stream: false, retries: 1, durationSeconds: 0.9, upstreamSeconds: 0.896,
-    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0,
+    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0, predictedCachedTokens: 64,
   });
 }

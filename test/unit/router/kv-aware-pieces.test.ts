@@ -11,7 +11,7 @@ import { PrefillRateLearner } from '../../../src/router/prefill-rate.ts';
 import { PrefixIndex } from '../../../src/router/prefix-index.ts';
 import { TieredPicker } from '../../../src/router/pickers/tiered-picker.ts';
 import { PredictedTtftScorer } from '../../../src/router/scorers/predicted-ttft-scorer.ts';
-import { predictedCachedTokens } from '../../../src/router/policies/kv-aware.ts';
+import { predictedCachedTokens } from '../../../src/router/cached-tokens.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
 const pool8b = fixtureConfig(['a']).pools[0]!;

@@ -13,7 +13,7 @@ import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 
 const record = (i: number, over: Partial<UsageRecord> = {}): UsageRecord => ({
   request_id: `req-${i}`, tenant: 'alpha', model: 'gpt-fast', pool: '8b', adapter: null, replica: '8b-1', status: 200,
-  finish_reason: 'length', input_tokens: 40 + i, output_tokens: i, cached_tokens: 0, ttft_ms: 12.5, duration_ms: 80.1,
+  finish_reason: 'length', input_tokens: 40 + i, output_tokens: i, cached_tokens: 0, predicted_cached_tokens: 0, ttft_ms: 12.5, duration_ms: 80.1,
   retries: 0, cancelled: false, queue_ms: 0, ts: new Date(0).toISOString(), ...over,
 });
 
