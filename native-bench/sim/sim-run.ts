@@ -46,6 +46,8 @@ export interface SimOptions {
   retryShed?: boolean;
   kills?: readonly FaultSpec[];
   restarts?: readonly FaultSpec[];
+  /** Arrivals before this are not measured (default WARMUP_SHARE of the run; 0 measures every request). */
+  warmupMs?: number;
 }
 
 export class FleetSim implements RequestSink {
@@ -83,7 +85,7 @@ export class FleetSim implements RequestSink {
     this.pool = o.pool;
     this.workload = o.workload;
     this.durationMs = o.durationMs;
-    this.warmupMs = WARMUP_SHARE * o.durationMs;
+    this.warmupMs = o.warmupMs ?? WARMUP_SHARE * o.durationMs;
     const cfg = withPolicy(o.fleet.config, o.policy);
     this.scrapeMs = cfg.registry.scrape_interval_ms;
     this.maxAttempts = cfg.upstream.max_attempts;
