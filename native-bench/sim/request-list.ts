@@ -87,8 +87,9 @@ export function simulateRequestList(fleetSpec: string, poolId: string, policy: s
   const fleet = loadFleet(fleetSpec);
   const pool = fleet.pools.find((p) => p.id === poolId);
   if (!pool) throw new RangeError(`no pool ${poolId} in fleet ${fleetSpec}`);
-  // A live gateway opens its port only once its registry holds every replica's state: the list starts
-  // after two scrapes (at virtual time 0 admission has no replica state yet and would shed the first request).
+  // A live gateway opens its port only once it has scraped every replica: the list starts two scrapes in.
+  // (The first scrape is stamped at virtual time 0, which the registry row reads as "never scraped", so
+  // admission sheds anything before the second.)
   const leadMs = 2 * fleet.config.registry.scrape_interval_ms;
   const shifted = requests.map((r, seq) => ({ ...r, seq, atMs: r.atMs + leadMs }));
   const last = shifted.length > 0 ? shifted[shifted.length - 1]!.atMs : 0;
