@@ -18,33 +18,43 @@ export interface Admitted {
   readonly outcome: Promise<AttemptOutcome>;
 }
 
-/** Admits the next attempt and dispatches it; null when the request has been answered (or the client left). */
-export function admit(svc: Services, ctx: RequestContext, job: UpstreamJob, areq: AdmissionRequest): Promise<Admitted | null> {
-  if (ctx.cancelled || !mayAttempt(svc, ctx, job)) return Promise.resolve(null);
-  return new Promise<Admitted | null>((resolve) => {
-    const ticket = svc.admission.acquire(areq, (o: AdmissionOutcome) => {
-      ctx.leaveQueue = null;
-      ctx.queueMs += o.queuedMs;
-      switch (o.kind) {
-        case 'admitted': {
-          const routed: Routed = { ok: true, slot: o.slot, replicaId: o.replicaId, decision: o.decision };
-          accept(svc, ctx, job, routed);
-          resolve({ routed, outcome: dispatch(svc, ctx, job, routed) });
-          return;
-        }
-        case 'rejected':
-          reply(ctx, o.rejection, job.limitHeaders);
-          break;
-        case 'unroutable':
-          unroutable(svc, ctx, job, o.reason);
-          break;
-        case 'cancelled':
-          // The client left (nothing to answer), or shutdown gave up on the request.
-          if (ctx.shutdownAborted) reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, job.limitHeaders);
-          break;
-      }
-      resolve(null);
-    });
-    if (!ticket.settled) ctx.leaveQueue = () => svc.admission.cancel(ticket);
+/**
+ * Admits the next attempt and dispatches it; null when the request has been answered (or the client left).
+ * Decided at once (the common case) it returns the answer itself, with no promise: only a request that has to
+ * wait in the queue gets one (0.2-0.4 KiB less per request, `npm run bench -- pipeline`).
+ */
+export function admit(svc: Services, ctx: RequestContext, job: UpstreamJob, areq: AdmissionRequest): Admitted | null | Promise<Admitted | null> {
+  if (ctx.cancelled || !mayAttempt(svc, ctx, job)) return null;
+  let answer: Admitted | null = null;
+  let later: ((a: Admitted | null) => void) | null = null;
+  const ticket = svc.admission.acquire(areq, (o: AdmissionOutcome) => {
+    ctx.leaveQueue = null;
+    ctx.queueMs += o.queuedMs;
+    answer = outcomeOf(svc, ctx, job, o);
+    if (later !== null) later(answer);
   });
+  if (ticket.settled) return answer;
+  ctx.leaveQueue = () => svc.admission.cancel(ticket);
+  return new Promise<Admitted | null>((resolve) => (later = resolve));
+}
+
+/** Dispatches an admitted attempt, or answers the client; null when there is nothing to run. */
+function outcomeOf(svc: Services, ctx: RequestContext, job: UpstreamJob, o: AdmissionOutcome): Admitted | null {
+  switch (o.kind) {
+    case 'admitted': {
+      const routed: Routed = { ok: true, slot: o.slot, replicaId: o.replicaId, decision: o.decision };
+      accept(svc, ctx, job, routed);
+      return { routed, outcome: dispatch(svc, ctx, job, routed) };
+    }
+    case 'rejected':
+      reply(ctx, o.rejection, job.limitHeaders);
+      return null;
+    case 'unroutable':
+      unroutable(svc, ctx, job, o.reason);
+      return null;
+    case 'cancelled':
+      // The client left (nothing to answer), or shutdown gave up on the request.
+      if (ctx.shutdownAborted) reply(ctx, { code: 'shutting_down', retryAfterSeconds: 1 }, job.limitHeaders);
+      return null;
+  }
 }

@@ -93,7 +93,8 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   for (;;) {
     // Admission routes the attempt when the pool has room (it may hold it in its queue first) and
     // dispatches it; its KV reservation goes back, and the queue is pumped, when the attempt ends.
-    const admitted = await admit(svc, ctx, job, areq);
+    const pending = admit(svc, ctx, job, areq);
+    const admitted = pending instanceof Promise ? await pending : pending;
     if (admitted === null) return;
     let outcome: AttemptOutcome;
     try {
