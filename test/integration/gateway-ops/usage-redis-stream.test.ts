@@ -14,7 +14,7 @@ import { REDIS_URL } from '../../helpers/redis.ts';
 
 const STREAM_KEY = `test:usage:${randomUUID()}`;
 const CONTRACT_FIELDS = ['request_id', 'tenant', 'model', 'pool', 'adapter', 'replica', 'status', 'finish_reason', 'input_tokens',
-  'output_tokens', 'cached_tokens', 'ttft_ms', 'duration_ms', 'retries', 'cancelled', 'queue_ms', 'ts'].sort();
+  'output_tokens', 'cached_tokens', 'predicted_cached_tokens', 'ttft_ms', 'duration_ms', 'retries', 'cancelled', 'queue_ms', 'ts'].sort();
 const sha = (k: string): string => createHash('sha256').update(k).digest('hex');
 const run = `us${Date.now().toString(36)}`;
 
