@@ -26,6 +26,9 @@ import { DrainRate } from './drain-rate.ts';
 import { PoolBudget, type PoolBudgetReader } from './pool-budget.ts';
 import type { AdmissionConfig, AdmissionDone, AdmissionMetrics, AdmissionRequest, RouteStep, ShedReason } from './types.ts';
 
+/** Weight of each request leaving the queue in the share that missed their deadline (≈ the last ten). */
+const MISS_SHARE_ALPHA = 0.1;
+
 /** What every pool's controller shares; the mutable fields change on config reload. */
 export interface AdmissionDeps {
   readonly fleet: FleetView;
@@ -81,6 +84,13 @@ export class PoolAdmission {
   private timer: unknown = null;
   private timerAt = 0;
   private pumping = false;
+  /**
+   * The share of recent queued requests (an EWMA, ≈ the last ten to leave the queue) whose deadline passed
+   * before they could be admitted. While it is over one half and the queue is not empty, a new request that
+   * would have to queue is shed at once, answered in microseconds instead of after waiting out its deadline:
+   * the KV drain estimate cannot see a pool whose compute (prefill, TPOT), not its KV, is what runs out.
+   */
+  private missShare = 0;
   private pumpAgain = false;
   private readonly snapshot: AdmissionTicket[] = [];
   private readonly excluded: number[] = [];
@@ -132,7 +142,9 @@ export class PoolAdmission {
     if (this.queue.length >= cfg.max_queued_requests) {
       return this.shed(t, 'queue_full', this.waitMs(this.queue.queuedTokens, t.needTokens, this.room(b), now), 0);
     }
-    const waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
+    let waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
+    // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain.
+    if (this.queue.length > 0 && this.missShare > 0.5 && !(waitMs > t.allowanceMs)) waitMs = t.allowanceMs + 1;
     if (waitMs > t.allowanceMs) return this.shed(t, 'wait_exceeds_deadline', waitMs, 0);
     t.queued = true;
     this.queue.insert(t);
@@ -201,6 +213,7 @@ export class PoolAdmission {
       if (!e.queued) continue; // settled by a callback earlier in this walk
       if (e.deadlineMs <= now) {
         this.dequeue(e);
+        this.observeLeave(true);
         this.shed(e, 'deadline_passed', this.waitMs(before, e.needTokens, this.room(b), now), now - e.arrivedMs);
         continue;
       }
@@ -230,6 +243,7 @@ export class PoolAdmission {
       }
       room -= e.needTokens;
       this.dequeue(e);
+      this.observeLeave(false);
       this.admit(e, fit, now - e.arrivedMs);
     }
     entries.length = 0;
@@ -271,6 +285,11 @@ export class PoolAdmission {
     const deps = this.deps;
     if (deps.fleet.ledger.get(slot, LEDGER_INFLIGHT) >= deps.connectionsPerReplica) return false;
     return !(deps.budget.replicaRoom(slot, deps.cfg.headroom_ratio) < needOf(a, cachedBlocks));
+  }
+
+  /** One queued request left the queue: admitted, or `missed` its deadline. */
+  private observeLeave(missed: boolean): void {
+    this.missShare += MISS_SHARE_ALPHA * ((missed ? 1 : 0) - this.missShare);
   }
 
   private admit(t: AdmissionTicket, fit: RouteResult & { ok: true }, queuedMs: number): void {

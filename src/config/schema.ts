@@ -30,6 +30,12 @@ export const engineSchema = z.strictObject({
   adapter_load_ms: z.number().min(0).default(40),
   /** A replica whose decode step would pass this once the request joins its batch is avoided. */
   tpot_target_ms: z.number().positive().default(50),
+  /**
+   * A replica whose predicted TTFT for the request passes max(ttft_target_ms, 1.25 × that request's own
+   * prefill on an idle replica) is avoided; when no replica meets it, admission queues or sheds the request
+   * instead of letting prefill queues grow on the GPUs (compute runs out before KV on prefill-heavy traffic).
+   */
+  ttft_target_ms: z.number().positive().default(400),
 });
 
 export const poolSchema = z.strictObject({

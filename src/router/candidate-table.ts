@@ -18,6 +18,8 @@ export class CandidateTable {
   /** Decode step once this request joins the batch (what every running sequence's TPOT becomes). */
   readonly stepMs: Float64Array;
   readonly adapterMs: Float64Array;
+  /** The TTFT this request may be given there: max(ttft target, 1.25 × its own prefill on an idle replica). */
+  readonly budgetMs: Float64Array;
   /** KV use after this request's new blocks, 0..1; NaN when the replica's num_gpu_blocks is unknown. */
   readonly kvAfter: Float64Array;
   readonly inflight: Int32Array;
@@ -39,6 +41,7 @@ export class CandidateTable {
     this.workTokens = new Float64Array(slots);
     this.stepMs = new Float64Array(slots);
     this.adapterMs = new Float64Array(slots);
+    this.budgetMs = new Float64Array(slots);
     this.kvAfter = new Float64Array(slots);
     this.inflight = new Int32Array(slots);
     this.outstanding = new Float64Array(slots);

@@ -10,6 +10,7 @@ export class EngineModel {
   readonly prefillTokensPerSecond: number;
   readonly adapterLoadMs: number;
   readonly tpotTargetMs: number;
+  readonly ttftTargetMs: number;
   private readonly baseMs: number;
   private readonly perSeqMs: number;
   private readonly perKvTokenMs: number;
@@ -21,6 +22,7 @@ export class EngineModel {
     this.prefillTokensPerSecond = e.prefill_tokens_per_second;
     this.adapterLoadMs = e.adapter_load_ms;
     this.tpotTargetMs = e.tpot_target_ms;
+    this.ttftTargetMs = e.ttft_target_ms;
     this.baseMs = e.decode_base_ms;
     this.perSeqMs = e.decode_per_seq_ms;
     this.perKvTokenMs = e.decode_per_1k_kv_tokens_ms / 1000;

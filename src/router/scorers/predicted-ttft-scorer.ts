@@ -46,7 +46,8 @@ export class PredictedTtftScorer {
       const unaccounted = st.waiting - (inflight - running);
       if (fresh && unaccounted > 0) queued += unaccounted * meanPromptTokens;
       const work = queued + uncached;
-      const prefillMs = (work / this.rates.rate(slot, defaultRate)) * 1000;
+      const rate = this.rates.rate(slot, defaultRate);
+      const prefillMs = (work / rate) * 1000;
       // A stale row's figures are not trusted: its batch and KV are what this gateway alone put there.
       const batch = (fresh && st.running > running ? st.running : running) + 1;
       const used = fresh ? st.usedBlocks : ledger.get(slot, LEDGER_RESERVED_BLOCKS);
@@ -59,6 +60,8 @@ export class PredictedTtftScorer {
       t.stepMs[i] = stepMs;
       t.adapterMs[i] = adapterMs;
       t.ttftMs[i] = prefillMs + adapterMs + stepMs;
+      const idleMs = 1.25 * ((uncached / rate) * 1000 + adapterMs + model.stepMs(1, req.promptTokens));
+      t.budgetMs[i] = idleMs > model.ttftTargetMs ? idleMs : model.ttftTargetMs;
       t.kvAfter[i] = !fresh || Number.isNaN(st.totalBlocks) ? Number.NaN : (used + newBlocks) / st.totalBlocks;
       t.inflight[i] = inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);

@@ -287,3 +287,30 @@ test('metrics: admitted, queued and shed counted per pool', () => {
   h.clock.advance(100);
   assert.deepEqual(counts, ['p:shed', 'p:queued', 'p:admitted']);
 });
+
+test('a queue whose requests keep missing their deadline sheds new arrivals at once, not after their allowance', () => {
+  // The policy never finds a fitting replica (compute, not KV, is short): every queued request waits out its
+  // 2 s allowance. Once most of the recent leavers missed, a new request gets its 429 on arrival.
+  const policy = new ScriptedPolicy();
+  policy.fits = false;
+  const h = harness(two({ running: 20 }, { running: 20 }), { policy });
+  for (let k = 0; k < 8; k++) {
+    h.fleet.scrape({}); // rows stay fresh: the replicas answer, they are just busy
+    h.ask(`m${k}`);
+    assert.equal(kindOf(h, `m${k}`), 'pending', `m${k} is queued while the record is clean`);
+    h.clock.advance(2000);
+    assert.equal(kindOf(h, `m${k}`), 'rejected:server_overloaded');
+  }
+  h.fleet.scrape({});
+  h.ask('keep'); // the queue must hold someone for the record to apply
+  h.ask('fast');
+  const o = h.outcomes.get('fast');
+  assert.ok(o?.kind === 'rejected', kindOf(h, 'fast'));
+  assert.equal(o.shed, 'wait_exceeds_deadline');
+  assert.equal(o.queuedMs, 0, 'answered on arrival');
+  assert.ok(o.rejection.retryAfterSeconds !== undefined && o.rejection.retryAfterSeconds >= 2, 'Retry-After at least the allowance');
+  // Capacity returns: the queued one is admitted, the record improves, and arrivals queue again.
+  policy.fits = true;
+  h.clock.advance(100);
+  assert.equal(kindOf(h, 'keep').split(':')[0], 'admitted');
+});

@@ -54,17 +54,34 @@ void test('predicted TTFT: queued prefill and uncached tokens over the rate, ada
     if (Number.isNaN(c.kvAfter)) assert.ok(Number.isNaN(t.kvAfter[0]!), c.name);
     else assert.ok(Math.abs(t.kvAfter[0]! - c.kvAfter) < 1e-9, `${c.name}: kv ${t.kvAfter[0]}`);
     assert.equal(t.addTokens[0], 1208 - c.matched * 16 + 100, c.name);
+    // The TTFT budget: the pool's 400 ms target, since 1.25 × this prompt's own idle prefill is less.
+    assert.equal(t.budgetMs[0], 400, c.name);
   }
 });
 
-void test('headroom filter: KV after the request, TPOT after joining, and the connection cap', () => {
+void test('TTFT budget: a long prompt may take 1.25 × its own idle prefill, more than the target', () => {
+  const fleet = new FixtureFleet(['a']);
+  const scorer = new PredictedTtftScorer(new KvEstimator(fleet, 1, 5000), new PrefillRateLearner(1), new PrefixIndex({ entries: 64, slots: 1 }));
+  const t = new CandidateTable(1);
+  t.begin([0]);
+  t.matched[0] = 0;
+  scorer.score(request(hashes(2000, 1), { promptTokens: 32_000 }), t, fleet, new EngineModel(pool8b), 1000);
+  const own = (32_000 / 12_000) * 1000 + new EngineModel(pool8b).stepMs(1, 32_000);
+  assert.ok(Math.abs(t.budgetMs[0]! - 1.25 * own) < 1e-6, String(t.budgetMs[0]));
+  assert.ok(t.ttftMs[0]! <= t.budgetMs[0]!, 'an idle replica meets a long prompt\'s budget');
+});
+
+void test('headroom filter: KV after the request, TPOT after joining, TTFT within its budget, and the connection cap', () => {
   const f = new HeadroomFilter(0.15, 4);
-  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number]> = [
+  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number, ttftMs?: number, budgetMs?: number]> = [
     [0.5, 20, 0, 1], [0.85, 20, 0, 1], [0.86, 20, 0, 0], [Number.NaN, 20, 0, 1], [0.5, 50, 0, 1], [0.5, 50.1, 0, 0], [0.5, 20, 3, 1], [0.5, 20, 4, 0],
+    [0.5, 20, 0, 1, 400, 400], [0.5, 20, 0, 0, 400.1, 400], [0.5, 20, 0, 1, 5000, 5500],
   ];
   const t = new CandidateTable(rows.length);
   t.begin(rows.map((_, i) => i));
-  rows.forEach(([kv, step, inflight], i) => { t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; });
+  rows.forEach(([kv, step, inflight, , ttft, budget], i) => {
+    t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; t.ttftMs[i] = ttft ?? 100; t.budgetMs[i] = budget ?? 400;
+  });
   f.mark(t, 50);
   assert.deepEqual([...t.fits.subarray(0, rows.length)], rows.map((r) => r[3]));
 });
