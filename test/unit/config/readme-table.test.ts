@@ -1,4 +1,4 @@
-// README.md's "## Configuration" table (columns: key | default | meaning) lists exactly the keys of
+// docs/configuration.md's "## Configuration" table (columns: key | default | meaning), the reference the README points to, lists exactly the keys of
 // src/config/schema.ts, with the schema's defaults, so docs and code cannot drift. Keys come from walking the
 // zod schema: a new key fails this test with its name until a README row documents it.
 //
@@ -54,12 +54,12 @@ function unwrap(node: ZodNode): ZodNode {
   return node;
 }
 
-const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const README = readFileSync(new URL('../../../docs/configuration.md', import.meta.url), 'utf8');
 
 /** The rows of the table under `## Configuration` whose header is key | default | meaning. */
 function configTable(markdown: string): DocRow[] {
   const start = markdown.search(/^## Configuration\s*$/m);
-  assert.notEqual(start, -1, 'README.md has a "## Configuration" section');
+  assert.notEqual(start, -1, 'docs/configuration.md has a "## Configuration" section');
   const rest = markdown.slice(start).split('\n').slice(1);
   const end = rest.findIndex((l) => l.startsWith('## '));
   const section = end === -1 ? rest : rest.slice(0, end);
@@ -112,15 +112,15 @@ test('the schema walk finds the config keys (sanity: nested objects, arrays of o
   assert.equal(keys.find((k) => k.key === 'server.port')?.defaultValue, 8080);
 });
 
-test('README\'s config table lists every key of src/config/schema.ts once, and no other', () => {
+test('the config reference table lists every key of src/config/schema.ts once, and no other', () => {
   const documented = configTable(README).flatMap((r) => r.keys);
   const inSchema = new Set(keys.map((k) => k.key));
   const missing = [...inSchema].filter((k) => !documented.includes(k));
   const unknown = documented.filter((k) => !inSchema.has(k));
   const twice = documented.filter((k, i) => documented.indexOf(k) !== i);
-  assert.deepEqual(missing, [], `README "## Configuration" lacks rows for schema keys: ${missing.join(', ')}`);
-  assert.deepEqual(unknown, [], `README "## Configuration" lists keys the schema does not have: ${unknown.join(', ')}`);
-  assert.deepEqual(twice, [], `README "## Configuration" lists keys twice: ${twice.join(', ')}`);
+  assert.deepEqual(missing, [], `docs/configuration.md "## Configuration" lacks rows for schema keys: ${missing.join(', ')}`);
+  assert.deepEqual(unknown, [], `docs/configuration.md "## Configuration" lists keys the schema does not have: ${unknown.join(', ')}`);
+  assert.deepEqual(twice, [], `docs/configuration.md "## Configuration" lists keys twice: ${twice.join(', ')}`);
 });
 
 test('each documented default is the schema\'s default', () => {
