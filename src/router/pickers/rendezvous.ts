@@ -5,17 +5,9 @@
 // candidate; an id's hash is cached per slot and recomputed only when the slot's id changes.
 import type { CandidateTable } from '../candidate-table.ts';
 import type { FleetView } from '../types.ts';
+import { fmix32 } from '../../util/fmix32.ts';
 
 const TWO_POW_32 = 2 ** 32;
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /** FNV-1a over UTF-16 code units, finished with murmur3's mixer. */
 export function idHash(id: string): number {

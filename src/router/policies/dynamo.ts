@@ -6,25 +6,21 @@
 // dispatch; no correction, reply blocks or headroom). Thread: the acceptor. Hot path: O(candidates).
 import { LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS } from '../../registry/inflight-ledger.ts';
 import type { GatewayConfig } from '../../config/schema.ts';
-import { CandidateTable } from '../candidate-table.ts';
 import { MaxScorePicker } from '../pickers/max-score-picker.ts';
-import { matchPrefix } from '../prefix-match.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
 import { SeededRandom } from '../seeded-random.ts';
-import type { Decision, FleetView, RouteRequest, RoutingFeedback, RoutingPolicy } from '../types.ts';
+import type { Decision, FleetView, RouteRequest } from '../types.ts';
+import { AnchorPolicy } from './anchor-policy.ts';
 
 export const DYNAMO_PREFILL_LOAD_SCALE = 1.0;
 
-export class DynamoPolicy implements RoutingPolicy, RoutingFeedback {
+export class DynamoPolicy extends AnchorPolicy {
   readonly name = 'dynamo';
-  private readonly index: PrefixIndex;
-  private readonly table: CandidateTable;
   private readonly picker: MaxScorePicker;
   private readonly blockSizes = new Map<string, number>();
 
   constructor(index: PrefixIndex, slots: number, pools: GatewayConfig['pools'], seed = 1) {
-    this.index = index;
-    this.table = new CandidateTable(slots);
+    super(index, slots);
     this.picker = new MaxScorePicker(new SeededRandom(seed));
     for (const p of pools) this.blockSizes.set(p.id, p.block_size);
   }
@@ -32,9 +28,8 @@ export class DynamoPolicy implements RoutingPolicy, RoutingFeedback {
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
     const n = eligible.length;
     if (n === 0) return -1;
+    this.matchAll(req, eligible, fleet);
     const t = this.table;
-    t.begin(eligible);
-    matchPrefix(this.index, req, eligible, fleet, t);
     const bs = this.blockSizes.get(req.poolId) ?? 16;
     const promptBlocks = Math.ceil(req.promptTokens / bs);
     const ledger = fleet.ledger;
@@ -50,15 +45,7 @@ export class DynamoPolicy implements RoutingPolicy, RoutingFeedback {
     return out.slot;
   }
 
-  describe(slot: number, _req: RouteRequest, fleet: FleetView): string {
+  override describe(slot: number, _req: RouteRequest, fleet: FleetView): string {
     return `; reserved_blocks=${fleet.ledger.get(slot, LEDGER_RESERVED_BLOCKS)}`;
-  }
-
-  dispatched(slot: number, req: RouteRequest): void {
-    if (req.blockHashes.length > 0) this.index.insert(req.blockHashes, 0, slot);
-  }
-
-  replicaReset(slot: number): void {
-    this.index.purgeSlot(slot);
   }
 }

@@ -4,22 +4,19 @@
 // reply blocks, no headroom avoidance. Queue and KV usage are the raw scraped figures (no ledger).
 // Thread: the acceptor. Hot path: one index lookup + one row copy per candidate, no allocation.
 import { ReplicaRow } from '../../registry/replica-table.ts';
-import { CandidateTable } from '../candidate-table.ts';
 import { MaxScorePicker } from '../pickers/max-score-picker.ts';
-import { matchPrefix } from '../prefix-match.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
 import { KvCacheUtilizationScorer } from '../scorers/kv-cache-utilization-scorer.ts';
 import { PrefixCacheScorer } from '../scorers/prefix-cache-scorer.ts';
 import { QueueScorer } from '../scorers/queue-scorer.ts';
 import { SeededRandom } from '../seeded-random.ts';
-import type { Decision, FleetView, RouteRequest, RoutingFeedback, RoutingPolicy } from '../types.ts';
+import type { Decision, FleetView, RouteRequest } from '../types.ts';
+import { AnchorPolicy } from './anchor-policy.ts';
 
 export const LLMD_WEIGHTS = { prefix: 3, queue: 2, kv: 2 } as const;
 
-export class LlmdPolicy implements RoutingPolicy, RoutingFeedback {
+export class LlmdPolicy extends AnchorPolicy {
   readonly name = 'llm-d';
-  private readonly index: PrefixIndex;
-  private readonly table: CandidateTable;
   private readonly row = new ReplicaRow();
   private readonly waiting: Float64Array;
   private readonly kvUsage: Float64Array;
@@ -30,8 +27,7 @@ export class LlmdPolicy implements RoutingPolicy, RoutingFeedback {
   private readonly picker: MaxScorePicker;
 
   constructor(index: PrefixIndex, slots: number, seed = 1) {
-    this.index = index;
-    this.table = new CandidateTable(slots);
+    super(index, slots);
     this.waiting = new Float64Array(slots);
     this.kvUsage = new Float64Array(slots);
     this.part = new Float64Array(slots);
@@ -41,9 +37,8 @@ export class LlmdPolicy implements RoutingPolicy, RoutingFeedback {
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
     const n = eligible.length;
     if (n === 0) return -1;
+    this.matchAll(req, eligible, fleet);
     const t = this.table;
-    t.begin(eligible);
-    matchPrefix(this.index, req, eligible, fleet, t);
     const row = this.row;
     for (let i = 0; i < n; i++) {
       const ok = fleet.readRow(t.slot[i]!, row) && row.lastGoodScrapeMs !== 0;
@@ -63,17 +58,5 @@ export class LlmdPolicy implements RoutingPolicy, RoutingFeedback {
     out.cachedBlocks = t.matched[chosen]!;
     out.why = t.matched[chosen]! > 0 ? 'prefix' : 'policy';
     return out.slot;
-  }
-
-  describe(): string {
-    return '';
-  }
-
-  dispatched(slot: number, req: RouteRequest): void {
-    if (req.blockHashes.length > 0) this.index.insert(req.blockHashes, 0, slot);
-  }
-
-  replicaReset(slot: number): void {
-    this.index.purgeSlot(slot);
   }
 }

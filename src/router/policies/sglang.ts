@@ -6,29 +6,24 @@
 // Prefix from the shared PrefixIndex, written at dispatch; no correction, reply blocks or headroom.
 // Thread: the acceptor. Hot path: one index lookup + one ledger load per candidate.
 import { LEDGER_INFLIGHT } from '../../registry/inflight-ledger.ts';
-import { CandidateTable } from '../candidate-table.ts';
-import { matchPrefix } from '../prefix-match.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
-import type { Decision, FleetView, RouteRequest, RoutingFeedback, RoutingPolicy } from '../types.ts';
+import type { Decision, FleetView, RouteRequest } from '../types.ts';
+import { AnchorPolicy } from './anchor-policy.ts';
 
 export const SGLANG_DEFAULTS = { balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 } as const;
 
-export class SglangPolicy implements RoutingPolicy, RoutingFeedback {
+export class SglangPolicy extends AnchorPolicy {
   readonly name = 'sglang';
-  private readonly index: PrefixIndex;
-  private readonly table: CandidateTable;
 
   constructor(index: PrefixIndex, slots: number) {
-    this.index = index;
-    this.table = new CandidateTable(slots);
+    super(index, slots);
   }
 
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
     const n = eligible.length;
     if (n === 0) return -1;
+    const maxMatch = this.matchAll(req, eligible, fleet);
     const t = this.table;
-    t.begin(eligible);
-    const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
     let least = 0;
     let most = 0;
     for (let i = 0; i < n; i++) {
@@ -52,17 +47,5 @@ export class SglangPolicy implements RoutingPolicy, RoutingFeedback {
     out.slot = t.slot[chosen]!;
     out.cachedBlocks = t.matched[chosen]!;
     return out.slot;
-  }
-
-  describe(): string {
-    return '';
-  }
-
-  dispatched(slot: number, req: RouteRequest): void {
-    if (req.blockHashes.length > 0) this.index.insert(req.blockHashes, 0, slot);
-  }
-
-  replicaReset(slot: number): void {
-    this.index.purgeSlot(slot);
   }
 }
