@@ -272,6 +272,9 @@ export class PoolAdmission {
       } while (r.ok && !this.takes(r.slot, a, r.decision.cachedBlocks));
       excl.length = 0;
       if (!r.ok) return r.reason === 'no_healthy_replica' ? r : FULL;
+      // The route header and the why-metric say the policy's first choice was passed over for room, not
+      // that the replica finally chosen was picked for its own sake (it may look "cold" to the policy).
+      r.decision.why = 'headroom';
     }
     return r.decision.fits ? r : FULL;
   }

@@ -1,7 +1,9 @@
 // The acceptance, live: a replica filled to its KV headroom is avoided by the kv-aware router even
 // though it holds the request's prefix. Real gateway, two real mock replicas with a small KV pool (300 blocks)
 // at real-time step durations, so requests sent straight to one replica (bypassing the gateway) keep its
-// blocks referenced while the gateway's scrapes see it full.
+// blocks referenced while the gateway's scrapes see it full. Two layers avoid it: the kv-aware policy's own
+// fit, and admission's per-replica room check behind it (which re-routes and also reports why=headroom), so
+// this asserts what a client sees; the policy's layer alone is pinned in test/unit/router/kv-aware.test.ts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';

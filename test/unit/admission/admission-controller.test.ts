@@ -64,6 +64,9 @@ test('per replica: a choice without room beyond its own headroom is replaced, wh
   const h = harness(two({ usage: 0.8, running: 20 }, { running: 20 }), { policy });
   h.ask('r', { promptTokens: 100, n: 3 }); // need 400; a has 1,600 × 0.05 = 80 beyond its headroom
   assert.equal(kindOf(h, 'r'), 'admitted:b');
+  const o = h.outcomes.get('r');
+  assert.ok(o?.kind === 'admitted');
+  assert.equal(o.decision.why, 'headroom', 'the decision says the first choice was passed over for room');
   // Nowhere to go: b has 1,360 − 416 = 944 left, a 80; the pool has 944 + 80 = 1,024.
   h.ask('s', { promptTokens: 100, n: 9, tier: 'batch' }); // need 1,000
   assert.equal(kindOf(h, 's'), 'pending');
