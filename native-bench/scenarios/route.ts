@@ -17,6 +17,7 @@ import { ROW_STATE } from '../../src/registry/replica-table-layout.ts';
 import { PREFIX_INDEX_BYTES_PER_ENTRY, PrefixIndex } from '../../src/router/prefix-index.ts';
 import { Router, createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RouteRequest } from '../../src/router/types.ts';
+import { syntheticBlockHash } from '../../test/helpers/synthetic-hashes.ts';
 
 const REPLICAS = 64;
 
@@ -39,20 +40,8 @@ class BenchFleet implements FleetView {
 
 /** Uniform 53-bit values, as xxhash64's low 53 bits are. */
 function chain(seed: number, blocks: number, out = new Float64Array(blocks), from = 0): Float64Array {
-  for (let b = from; b < from + blocks; b++) {
-    const lo = mix(Math.imul(seed, 0x9e3779b1) ^ b);
-    const hi = mix(lo ^ seed ^ 0x5bd1e995) & 0x1fffff;
-    out[b] = hi * 2 ** 32 + lo;
-  }
+  for (let b = from; b < from + blocks; b++) out[b] = syntheticBlockHash(seed, b);
   return out;
-}
-
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 function percentile(sorted: Float64Array, p: number): number {

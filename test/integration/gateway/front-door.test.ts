@@ -5,7 +5,7 @@
 // elsewhere.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { sendRaw, type RawReply } from '../../helpers/raw-http.ts';
 import { request, type IncomingMessage } from 'node:http';
 import OpenAI from 'openai';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
@@ -28,32 +28,8 @@ after(async () => {
 });
 
 /** Sends raw bytes on a fresh connection; resolves with everything received once the response is complete or the socket closed. */
-function raw(bytes: Buffer | string, timeoutMs = 5000): Promise<{ text: string; closed: boolean }> {
-  return new Promise((resolve) => {
-    const sock = connect(port, '127.0.0.1');
-    let text = '';
-    let closed = false;
-    const done = (): void => {
-      clearTimeout(t);
-      sock.destroy();
-      resolve({ text, closed });
-    };
-    const t = setTimeout(done, timeoutMs);
-    sock.on('data', (d) => {
-      text += d.toString('latin1');
-      const head = text.indexOf('\r\n\r\n');
-      if (head === -1) return;
-      const m = /content-length: (\d+)/i.exec(text.slice(0, head));
-      if (m && text.length >= head + 4 + Number(m[1])) done();
-      else if (!m && text.endsWith('\r\n0\r\n\r\n')) done(); // the last chunk of a chunked body
-    });
-    sock.on('close', () => {
-      closed = true;
-      done();
-    });
-    sock.on('error', () => undefined);
-    sock.write(bytes);
-  });
+function raw(bytes: Buffer | string, timeoutMs = 5000): Promise<RawReply> {
+  return sendRaw('127.0.0.1', port, [bytes], timeoutMs);
 }
 
 function post(path: string, body: Buffer, extra = ''): Buffer {

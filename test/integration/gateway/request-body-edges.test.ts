@@ -3,7 +3,7 @@
 // unauthenticated request with a body. Each must be answered (or settled) promptly and leave nothing in flight.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { sendRaw, type RawReply } from '../../helpers/raw-http.ts';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 
 let stack: TestStack;
@@ -22,31 +22,8 @@ after(async () => {
 });
 
 /** Sends raw bytes, resolves with what came back once the server answered (or closed, or timeoutMs passed). */
-function raw(parts: Array<string | Buffer>, timeoutMs = 3000, keepOpen = false): Promise<{ text: string; closed: boolean }> {
-  return new Promise((resolve) => {
-    const sock = connect(port, host);
-    let text = '';
-    let closed = false;
-    const done = (): void => {
-      clearTimeout(t);
-      sock.destroy();
-      resolve({ text, closed });
-    };
-    const t = setTimeout(done, timeoutMs);
-    sock.on('data', (d) => {
-      text += d.toString('latin1');
-      const head = text.indexOf('\r\n\r\n');
-      if (head === -1) return;
-      const m = /content-length: (\d+)/i.exec(text.slice(0, head));
-      if (m && text.length >= head + 4 + Number(m[1]) && !keepOpen) done();
-    });
-    sock.on('close', () => {
-      closed = true;
-      done();
-    });
-    sock.on('error', () => undefined);
-    for (const p of parts) sock.write(p);
-  });
+function raw(parts: Array<string | Buffer>, timeoutMs = 3000, keepOpen = false): Promise<RawReply> {
+  return sendRaw(host, port, parts, timeoutMs, keepOpen);
 }
 
 const head = (extra: string): string =>

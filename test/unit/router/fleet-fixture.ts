@@ -4,6 +4,7 @@ import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { ReplicaRow } from '../../../src/registry/replica-table.ts';
 import { configSchema, type GatewayConfig } from '../../../src/config/schema.ts';
 import type { FleetView, RouteRequest } from '../../../src/router/types.ts';
+import { syntheticBlockHash } from '../../helpers/synthetic-hashes.ts';
 
 export interface RowSpec { kvUsage: number; numGpuBlocks: number; running: number; waiting: number; lastGoodScrapeMs: number }
 
@@ -54,20 +55,8 @@ export function fixtureConfig(ids: string[], routing: Record<string, unknown> = 
 /** A chain of `blocks` uniform 53-bit block hashes: the first `shared` from seed `a`, the rest from seed `b`. */
 export function hashes(blocks: number, a: number, shared = blocks, b = a + 1_000_003): Float64Array {
   const out = new Float64Array(blocks);
-  for (let i = 0; i < blocks; i++) {
-    const seed = i < shared ? a : b;
-    const lo = mix(Math.imul(seed, 0x9e3779b1) ^ i);
-    out[i] = (mix(lo ^ seed ^ 0x5bd1e995) & 0x1fffff) * 2 ** 32 + lo;
-  }
+  for (let i = 0; i < blocks; i++) out[i] = syntheticBlockHash(i < shared ? a : b, i);
   return out;
-}
-
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 export function request(blockHashes: Float64Array, over: Partial<RouteRequest> = {}): RouteRequest {
