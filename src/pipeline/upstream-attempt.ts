@@ -143,10 +143,9 @@ export class UpstreamAttempt implements UpstreamHandler {
    * fell behind under load) packs many events into one read: measured 302 send() per 300-token stream before,
    * 68-95 after, about one per read (`npm run bench -- syscalls`). Events are never held back: the cork ends
    * with the read.
-   * The corks inside onData are then nested, and uWS runs nested corks in place. They are not redundant:
-   * when a read carries more than uWS's 16 KiB cork buffer, uWS sends it and leaves the socket uncorked, and
-   * the next event's cork corks it again. Writing straight through inside the outer cork measured 229 sends
-   * per 300-token stream instead of 68-95, and 1.27x the CPU.
+   * The corks inside onData are then nested and run in place. A read that carries more than the cork buffer
+   * holds is split by the sink (UwsSink keeps each cork within uWS's 16 KiB buffer and sends the rest in
+   * further corks when this one ends), so a large read costs one send per 15 KiB.
    */
   batch(parse: () => void): void {
     if (this.ctx.stream) this.ctx.sink.cork(parse);

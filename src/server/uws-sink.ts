@@ -14,6 +14,28 @@ const STATUS_LINES = new Map<number, string>([
 
 const NOOP = (): void => {};
 
+/**
+ * What one cork may carry. uWS's cork buffer is 16 KiB (one per loop). A write that does not fit makes uWS
+ * flush the buffer first, and in this build, when that flush finds the kernel's send buffer full, the new
+ * write's bytes are dropped while its chunk-size line has already gone out: the client's HTTP parser then
+ * fails on the next chunk (seen as a slow reader's stream cut at random, with the replica still generating).
+ * So the sink keeps every cork inside the buffer: a write that would overflow it is copied aside, reported
+ * as backpressure (the relay pauses the replica), and sent when the cork ends, in corks that fit.
+ * Cost: nothing for a read under about 15 KiB; above that, one copy of the overflow and one send per 15 KiB.
+ */
+const CORK_BUDGET = 16 * 1024 - 1024;
+/** uWS frames each write as `\r\n<hex length>\r\n<data>`: at most 12 bytes besides the data. */
+const CHUNK_FRAMING = 12;
+
+function byteLength(chunk: Uint8Array | string): number {
+  return typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+}
+
+/** A copy: the caller's bytes may be a view of a read buffer that the next socket read overwrites. */
+function own(chunk: Uint8Array | string): Uint8Array | string {
+  return typeof chunk === 'string' ? chunk : Buffer.from(chunk);
+}
+
 export function statusLine(status: number): string {
   return STATUS_LINES.get(status) ?? `${status} Status`;
 }
@@ -24,6 +46,13 @@ export class UwsSink implements ClientSink {
   ended = false;
   private drainCb: (() => void) | null = null;
   private writableHooked = false;
+  /** Inside this sink's own cork (its bytes counted against CORK_BUDGET). */
+  private corked = false;
+  private corkBytes = 0;
+  /** Writes that did not fit the current cork, sent in order when it ends. */
+  private overflow: Array<Uint8Array | string> | null = null;
+  /** An end() that came after overflowed writes (or did not fit itself): sent after them. */
+  private deferredEnd: { chunk: Uint8Array | string | undefined } | null = null;
   private readonly res: HttpResponse;
   /** Called once when the client disconnects before the response ended. */
   onClientAbort: (() => void) | null = null;
@@ -69,11 +98,20 @@ export class UwsSink implements ClientSink {
     let block = first[0]![1];
     for (let i = 1; i < first.length; i++) block += `\r\n${first[i]![0]}: ${first[i]![1]}`;
     if (extra !== null && first !== extra) for (let i = 0; i < extra.length; i++) block += `\r\n${extra[i]![0]}: ${extra[i]![1]}`;
+    if (this.corked) this.corkBytes += block.length + 64;
     res.writeHeader(first[0]![0], block);
   }
 
   write(chunk: Uint8Array | string): boolean {
     if (this.aborted || this.ended) return true;
+    if (this.corked) {
+      const cost = byteLength(chunk) + CHUNK_FRAMING;
+      if (this.overflow !== null || this.corkBytes + cost > CORK_BUDGET) {
+        (this.overflow ??= []).push(own(chunk));
+        return false;
+      }
+      this.corkBytes += cost;
+    }
     return this.res.write(chunk);
   }
 
@@ -82,6 +120,10 @@ export class UwsSink implements ClientSink {
     this.ended = true; // nothing may touch res after end
     this.onClientAbort = null;
     if (!this.started) this.started = true;
+    if (this.corked && (this.overflow !== null || this.corkBytes + (chunk === undefined ? 0 : byteLength(chunk)) + 64 > CORK_BUDGET)) {
+      this.deferredEnd = { chunk: chunk === undefined ? undefined : own(chunk) };
+      return;
+    }
     this.res.end(chunk);
   }
 
@@ -119,10 +161,62 @@ export class UwsSink implements ClientSink {
   }
 
   cork(fn: () => void): void {
-    if (this.aborted || this.ended) {
+    // Nested corks run in place, as uWS runs them: the outer one's budget covers their writes.
+    if (this.aborted || this.ended || this.corked) {
       fn();
       return;
     }
-    this.res.cork(fn);
+    this.corked = true;
+    this.corkBytes = 0;
+    try {
+      this.res.cork(fn);
+    } finally {
+      this.corked = false;
+    }
+    if (this.overflow !== null || this.deferredEnd !== null) this.flushOverflow();
+  }
+
+  /** Sends what did not fit the cork that just ended, in corks that fit, then the deferred end if any. */
+  private flushOverflow(): void {
+    const q = this.overflow;
+    this.overflow = null;
+    let full = false;
+    if (q !== null) {
+      let i = 0;
+      let off = 0;
+      const fill = (): void => {
+        let bytes = 0;
+        while (i < q.length) {
+          const c = q[i]!;
+          const room = CORK_BUDGET - bytes - CHUNK_FRAMING;
+          if (typeof c === 'string' || c.length - off <= room) {
+            if (bytes > 0 && byteLength(c) + CHUNK_FRAMING > CORK_BUDGET - bytes) return;
+            if (!this.res.write(off === 0 ? c : (c as Uint8Array).subarray(off))) full = true;
+            bytes += byteLength(c) - off + CHUNK_FRAMING;
+            i++;
+            off = 0;
+          } else {
+            if (!this.res.write(c.subarray(off, off + room))) full = true;
+            off += room;
+            return;
+          }
+        }
+      };
+      while (i < q.length && !this.aborted) this.res.cork(fill);
+    }
+    const end = this.deferredEnd;
+    this.deferredEnd = null;
+    if (end !== null && !this.aborted) {
+      // Outside any cork: uWS writes an uncorked end straight to the socket and buffers what does not go.
+      this.res.end(end.chunk);
+      return;
+    }
+    // Everything went into the cork buffer or uWS's own: a writable event follows only if the socket is full,
+    // so a relay paused on the overflow is resumed here (a full socket reports back on its next write).
+    if (!full && !this.aborted && !this.ended && this.drainCb !== null) {
+      const f = this.drainCb;
+      this.drainCb = null;
+      f();
+    }
   }
 }
