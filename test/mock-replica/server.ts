@@ -14,6 +14,7 @@ import { MockEngine } from './engine/engine.ts';
 import { DEFAULT_MODEL, type MockOptions } from './options.ts';
 import { initPromptTokens, promptTokens } from './prompt-tokens.ts';
 import { ReplicaMetrics } from './replica-metrics.ts';
+import { ResponsesStore, cancelResponse, createResponse, retrieveResponse } from './responses-handler.ts';
 import { ErrorType, VllmError, badRequest } from './vllm-errors.ts';
 
 export type { MockOptions } from './options.ts';
@@ -26,6 +27,7 @@ export interface MockReplica {
   close(): Promise<void>;
 }
 
+const RESPONSES_PREFIX = '/v1/responses/';
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 /** uvicorn's TIMEOUT_KEEP_ALIVE: idle connections close after 5 s (docs/vllm-facts.md "Wire format"). */
 const KEEP_ALIVE_TIMEOUT_MS = 5000;
@@ -95,6 +97,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     legacyMetrics: opts.legacyMetrics ?? false,
   });
   const faults = new FaultState();
+  const responses = new ResponsesStore();
   const createdSeconds = Math.floor(Date.now() / 1000);
   const ctx: HandlerContext = {
     modelName,
@@ -123,7 +126,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     if (path.startsWith('/_mock/')) return mockHook(path, method, req, res);
 
     const isV1 = path.startsWith('/v1/');
-    const isCompletion = method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions');
+    const isCompletion = method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions' || path === '/v1/responses');
     const fault = isCompletion ? faults.takeForCompletion() : faults.current();
     if (isV1 && fault.mode === 'refuse_connections') {
       req.socket.destroy();
@@ -142,9 +145,11 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       if (!isJsonRequest(req)) return detail(res, 415, "Unsupported Media Type: Only 'application/json' is allowed");
       const body = await readBody(req);
       if (body === null) return;
-      handleCompletion(ctx, path === '/v1/chat/completions' ? 'chat' : 'completion', req, res, body, fault);
+      if (path === '/v1/responses') createResponse(ctx, responses, req, res, body, fault);
+      else handleCompletion(ctx, path === '/v1/chat/completions' ? 'chat' : 'completion', req, res, body, fault);
       return;
     }
+    if (path.startsWith(RESPONSES_PREFIX)) return storedResponse(path.slice(RESPONSES_PREFIX.length), method, res);
     const key = `${method} ${path}`;
     switch (key) {
       case 'GET /health':
@@ -178,11 +183,21 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
         return path === '/v1/load_lora_adapter' ? loadLora(body, res) : unloadLora(body, res);
       }
       default:
-        if (['/health', '/ping', '/version', '/metrics', '/v1/models', '/v1/load_lora_adapter', '/v1/unload_lora_adapter', '/tokenize', '/v1/chat/completions', '/v1/completions'].includes(path)) {
+        if (['/health', '/ping', '/version', '/metrics', '/v1/models', '/v1/load_lora_adapter', '/v1/unload_lora_adapter', '/tokenize', '/v1/chat/completions', '/v1/completions', '/v1/responses'].includes(path)) {
           return detail(res, 405, 'Method Not Allowed');
         }
         return detail(res, 404, 'Not Found');
     }
+  }
+
+  /** GET /v1/responses/{id} and POST /v1/responses/{id}/cancel. */
+  function storedResponse(rest: string, method: string, res: ServerResponse): void {
+    const cancel = rest.endsWith('/cancel');
+    const id = cancel ? rest.slice(0, -'/cancel'.length) : rest;
+    if (id === '' || id.includes('/')) return detail(res, 404, 'Not Found');
+    if (method !== (cancel ? 'POST' : 'GET')) return detail(res, 405, 'Method Not Allowed');
+    if (cancel) return cancelResponse(ctx, responses, id, res);
+    retrieveResponse(responses, id, res);
   }
 
   function textOk(res: ServerResponse, text: string): void {

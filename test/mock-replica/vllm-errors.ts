@@ -6,6 +6,8 @@ export const ErrorType = {
   NotFound: 'NotFoundError',
   Internal: 'InternalServerError',
   ServiceUnavailable: 'ServiceUnavailableError',
+  /** serving_responses passes err_type="invalid_request_error" for its own refusals (unknown id, cancel). */
+  InvalidRequest: 'invalid_request_error',
 } as const;
 export type ErrorType = (typeof ErrorType)[keyof typeof ErrorType];
 
