@@ -102,6 +102,9 @@ void test('after a scripted run every counter and histogram on /metrics moved as
   assert.ok(sumOf(s, 'gateway_routing_decisions_total') >= 3);
   assert.equal(valueOf(s, 'gateway_replica_up', { replica: '8b-1' }), 1);
   assert.ok(valueOf(s, 'gateway_replica_table_staleness_seconds', { replica: '8b-2' })! < 5);
+  // Counted in the poller thread, reported on the acceptor's page.
+  assert.ok(sumOf(s, 'gateway_replica_scrapes_total', { result: 'ok' }) > 0, 'the poller thread\'s scrapes');
+  assert.ok(sumOf(s, 'gateway_replica_scrape_duration_seconds_count') > 0);
 
   const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 20_000 });
   assert.equal(`${r.stdout}${r.stderr}`.trim(), '', 'promtool check metrics is clean');

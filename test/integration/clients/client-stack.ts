@@ -1,0 +1,86 @@
+// The gateway stack every client-compatibility test drives: a real gateway (test/helpers/start-gateway.ts) in
+// front of in-process mock replicas, with the tenants the scenarios need, and the checks each client family
+// makes the same way (usage record of a request, replica-side abort, the retryable 429's set-up).
+// Thread: main (test process).
+import { createHash } from 'node:crypto';
+import { ALPHA_KEY, TINY_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
+import { setFault } from '../mock-replica/http-client.ts';
+import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+
+export { ALPHA_KEY, TINY_KEY, type TestStack };
+
+/** A tenant whose 2,000-token burst refills at 1,000 tokens/s: one RETRY_PROMPT request empties most of it. */
+export const RETRY_KEY = 'sk-test-retry';
+/**
+ * About 1,300 prompt tokens: one request leaves the bucket near 700, so a second one sent within ~0.6 s is
+ * refused with Retry-After 1, and the bucket holds it again by then.
+ */
+export const RETRY_PROMPT = 'lorem '.repeat(1300);
+export const BASE_MODEL = 'llama-3.1-8b-instruct';
+export const LORA_BASE = 'llama-3.1-8b-lora';
+
+const sha = (k: string): string => createHash('sha256').update(k).digest('hex');
+
+export async function startClientStack(): Promise<TestStack> {
+  return await startStack({
+    pools: [
+      {
+        // A context long enough that max_tokens 5,000 reaches the quota (the never-fits 429), not the context check.
+        id: '8b', model: BASE_MODEL, aliases: ['gpt-fast'], maxContextTokens: 8192,
+        replicas: [{ profile: 'tiny' }, { profile: 'tiny' }],
+      },
+      {
+        id: 'lora', model: LORA_BASE, adapters: ['acme-sql', 'globex-legal'],
+        replicas: [
+          { profile: 'tiny', maxLoras: 2, loras: ['acme-sql'], configAdapters: ['acme-sql'] },
+          { profile: 'tiny', maxLoras: 2, loras: ['globex-legal'], configAdapters: ['globex-legal'] },
+        ],
+      },
+    ],
+    config: {
+      tenants: [
+        { name: 'alpha', api_keys: [{ sha256: sha(ALPHA_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 },
+        { name: 'tiny', api_keys: [{ sha256: sha(TINY_KEY) }], tokens_per_second: 100, burst_tokens: 4000, max_inflight: 2 },
+        { name: 'retry', api_keys: [{ sha256: sha(RETRY_KEY) }], tokens_per_second: 1000, burst_tokens: 2000, max_inflight: 8 },
+      ],
+    },
+  });
+}
+
+/** Every usage record written for `requestId`, in order (the sink is flushed first). */
+export async function recordsOf(stack: TestStack, requestId: string): Promise<UsageRecord[]> {
+  return (await stack.usage()).filter((r) => r.request_id === requestId);
+}
+
+/** The one usage record of `requestId`, waiting for it to be written (a cancelled request settles after the client has gone). */
+export async function recordOf(stack: TestStack, requestId: string): Promise<UsageRecord> {
+  return await waitFor(async () => (await recordsOf(stack, requestId)).at(-1), 3000, 10);
+}
+
+/** The engine phase of `requestId` on the replica that served it ('running', 'finished', 'aborted', …). */
+export function replicaPhase(stack: TestStack, replica: string, requestId: string): string | undefined {
+  return stack.replicas.get(replica)?.engine.snapshot().requests.find((r) => r.id === requestId)?.state;
+}
+
+/** The replica whose engine holds `requestId`, if any. */
+export function replicaOf(stack: TestStack, requestId: string): string | undefined {
+  for (const [id, r] of stack.replicas) if (r.engine.snapshot().requests.some((q) => q.id === requestId)) return id;
+  return undefined;
+}
+
+/**
+ * Waits until the gateway has recorded `requestId` as cancelled by its client and the replica's engine has
+ * aborted it; returns the record.
+ */
+export async function assertCancelled(stack: TestStack, requestId: string): Promise<UsageRecord> {
+  const rec = await recordOf(stack, requestId);
+  if (!rec.cancelled || rec.status !== 499) throw new Error(`record of ${requestId}: status ${rec.status}, cancelled ${rec.cancelled}`);
+  if (!rec.replica) throw new Error(`record of ${requestId} names no replica`);
+  await waitFor(() => replicaPhase(stack, rec.replica!, requestId) === 'aborted', 2000, 5);
+  return rec;
+}
+
+/** Slows every replica to `delayMs` per token, so a stream is still running when its first text arrives. */
+export async function slowReplicas(stack: TestStack, delayMs: number): Promise<void> {
+  for (const r of stack.replicas.values()) await setFault(r.url, { mode: delayMs > 0 ? 'slow' : 'none', delay_ms: delayMs });
+}
