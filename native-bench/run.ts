@@ -27,4 +27,5 @@ mkdirSync(`${here}results`, { recursive: true });
 const file = `${here}results/${name}-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
 writeFileSync(file, JSON.stringify({ scenario: name, args, machine, ...result }, null, 2));
 console.error(`wrote ${file}`);
-process.exit(0);
+if (result.failed !== undefined) console.error(`FAILED: ${result.failed}`);
+process.exit(result.failed === undefined ? 0 : 1);

@@ -8,6 +8,8 @@ export interface BenchResult {
   notes?: string[];
   /** Anything else worth keeping in the JSON file. */
   extra?: Record<string, unknown>;
+  /** Set when the scenario's own pass rule failed: the runner prints it and exits 1. */
+  failed?: string;
 }
 
 /** A scenario module's default export. `args` are the CLI words after the scenario name. */

@@ -24,6 +24,8 @@ export interface GatewayOptions {
   nodeArgs?: readonly string[];
   /** Top-level config sections merged over the generated ones (e.g. `{ registry: { scrape_interval_ms: 1000 } }`). */
   configOverrides?: Readonly<Record<string, unknown>>;
+  /** How long to wait for /readyz (default 30 s; a busy shared machine can need longer). */
+  readyTimeoutMs?: number;
 }
 
 export interface GatewayProcess {
@@ -81,7 +83,7 @@ export async function startGatewayProcess(o: GatewayOptions): Promise<GatewayPro
   });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitForHttp(proc, `${url}/readyz`, 30_000);
+    await waitForHttp(proc, `${url}/readyz`, o.readyTimeoutMs ?? 30_000);
   } catch (err) {
     await proc.stop();
     throw err;

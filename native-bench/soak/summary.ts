@@ -1,0 +1,69 @@
+// The soak's verdict and table: intervals (one per sample) grouped into about a dozen rows, RSS growth from
+// the end of warm-up (mean of the first three samples after it) to the end (mean of the last three), and the
+// pass/fail rules. Thread: main. Formatting only.
+import type { GatewaySample } from './sampler.ts';
+
+export interface Interval {
+  /** End of the interval, seconds since the load started. */
+  tS: number;
+  sent: number;
+  ok: number;
+  cut: number;
+  httpErrors: number;
+  broken: number;
+  /** HTTP errors by `status code` (`429 server_overloaded`). */
+  statuses: Record<string, number>;
+  sample: GatewaySample | null;
+}
+
+export const RSS_GROWTH_LIMIT = 0.05;
+
+const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
+const mean = (xs: number[]): number => xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
+
+export function summarizeSoak(intervals: readonly Interval[], warmS: number, final: GatewaySample, brokenDetails: readonly string[]) {
+  const sampled = intervals.filter((iv) => iv.sample !== null);
+  const after = sampled.filter((iv) => iv.tS >= warmS);
+  const base = mean(after.slice(0, 3).map((iv) => iv.sample!.rssBytes));
+  const end = mean(after.slice(-3).map((iv) => iv.sample!.rssBytes));
+  const growth = after.length >= 6 ? end / base - 1 : Number.NaN;
+
+  const rowsWanted = 12;
+  const per = Math.max(1, Math.ceil(intervals.length / rowsWanted));
+  const rows: Array<Array<string | number>> = [];
+  for (let i = 0; i < intervals.length; i += per) {
+    const g = intervals.slice(i, i + per);
+    const s = g.filter((iv) => iv.sample !== null).map((iv) => iv.sample!);
+    const last = s[s.length - 1];
+    const sum = (f: (iv: Interval) => number): number => g.reduce((a, iv) => a + f(iv), 0);
+    const statuses: Record<string, number> = {};
+    for (const iv of g) for (const [k, v] of Object.entries(iv.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+    rows.push([
+      (g[g.length - 1]!.tS / 60).toFixed(1),
+      last ? mb(last.rssBytes) : '-',
+      last ? mb(last.heapUsedBytes) : '-',
+      s.length ? Math.max(...s.map((x) => x.loopP99Ms)).toFixed(1) : '-',
+      s.length ? Math.max(...s.map((x) => x.loopMaxMs)).toFixed(0) : '-',
+      sum((iv) => iv.sent), sum((iv) => iv.ok), sum((iv) => iv.cut),
+      Object.entries(statuses).map(([k, v]) => `${v}×${k.split(' ')[0]}`).join(' ') || '0', sum((iv) => iv.broken),
+    ]);
+  }
+  const total = (f: (iv: Interval) => number): number => intervals.reduce((a, iv) => a + f(iv), 0);
+  const reasons: string[] = [];
+  if (!(growth <= RSS_GROWTH_LIMIT)) reasons.push(`RSS grew ${(growth * 100).toFixed(1)} % after warm-up (limit ${RSS_GROWTH_LIMIT * 100} %)`);
+  if (total((iv) => iv.broken) > 0) reasons.push(`${total((iv) => iv.broken)} broken answers: ${brokenDetails.join(' | ')}`);
+  const byCode: Record<string, number> = {};
+  for (const iv of intervals) for (const [k, v] of Object.entries(iv.statuses)) byCode[k] = (byCode[k] ?? 0) + v;
+  if (final.inflight !== 0) reasons.push(`${final.inflight} requests still in flight in the gateway after the load`);
+  return {
+    columns: ['min', 'RSS MB', 'heap MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
+    rows,
+    failed: reasons.length > 0 ? reasons.join('; ') : undefined,
+    notes: [
+      `RSS after warm-up (${(warmS / 60).toFixed(1)} min) ${mb(base)} MB, at the end ${mb(end)} MB: growth ${(growth * 100).toFixed(2)} % (limit ${RSS_GROWTH_LIMIT * 100} %)`,
+      `requests: ${total((iv) => iv.sent)} sent, ${total((iv) => iv.ok)} complete, ${total((iv) => iv.cut)} streams cut by a fault with one error event, ${total((iv) => iv.httpErrors)} HTTP errors, ${total((iv) => iv.broken)} broken; gateway in flight after the load: ${final.inflight}`,
+      `HTTP errors by status and code: ${Object.entries(byCode).map(([k, v]) => `${v} × ${k}`).join(', ') || 'none'}`,
+      reasons.length > 0 ? `FAILED: ${reasons.join('; ')}` : 'PASSED',
+    ],
+  };
+}
