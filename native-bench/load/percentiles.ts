@@ -7,11 +7,12 @@ export interface Percentiles {
   mean: number;
   p50: number;
   p90: number;
+  p95: number;
   p99: number;
   max: number;
 }
 
-const EMPTY: Percentiles = Object.freeze({ count: 0, mean: NaN, p50: NaN, p90: NaN, p99: NaN, max: NaN });
+const EMPTY: Percentiles = Object.freeze({ count: 0, mean: NaN, p50: NaN, p90: NaN, p95: NaN, p99: NaN, max: NaN });
 
 /** Nearest-rank percentile of an ascending array: the smallest value with at least q of the samples at or below it. */
 export function percentileOfSorted(sorted: ArrayLike<number>, q: number): number {
@@ -31,6 +32,7 @@ export function summarize(samples: ArrayLike<number>): Percentiles {
     mean: sum / sorted.length,
     p50: percentileOfSorted(sorted, 0.5),
     p90: percentileOfSorted(sorted, 0.9),
+    p95: percentileOfSorted(sorted, 0.95),
     p99: percentileOfSorted(sorted, 0.99),
     max: sorted[sorted.length - 1] ?? NaN,
   };

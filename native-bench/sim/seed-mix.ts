@@ -46,6 +46,7 @@ export const SEED_MIX = {
 const PREHISTORY_MS = 150_000;
 
 interface Tenant {
+  index: number;
   key: number;
   systemTokens: number;
   maxTokens: number;
@@ -117,6 +118,7 @@ export class SeedMixWorkload implements Workload {
       const adapter = lora ? opts.pool.adapters[t % opts.pool.adapters.length]! : null;
       const sys = Math.round(Math.min(m.systemMax, Math.max(64, setup.lognormal(m.systemMedian, m.systemSigma))));
       this.tenants.push({
+        index: t,
         key: (setup.u32() | 1) >>> 0,
         systemTokens: sys,
         maxTokens: m.maxTokensChoices[setup.int(m.maxTokensChoices.length)]!,
@@ -233,6 +235,7 @@ export class SeedMixWorkload implements Workload {
     return {
       seq: 0, atMs: turn.atMs, adapter: tenant.adapter, promptTokens: prompt, outputTokens: output,
       maxTokens, blockHashes: hashes, replyHashes,
+      origin: { tenant: tenant.index, conversation: turn.convoKey, systemTokens: tenant.systemTokens, historyTokens: turn.historyTokens },
     };
   }
 

@@ -19,6 +19,12 @@ export interface SimRequest {
    * conversation's next turn will hash them; null when no later prompt carries the reply.
    */
   replyHashes: Float64Array | null;
+  /**
+   * Who said what, for clients that send real text (the live load generator): the tenant's index, the
+   * conversation it belongs to, and how many of its prompt tokens are the tenant's system prompt and the
+   * earlier turns it carries (system prompt included). Absent for traces.
+   */
+  origin?: { tenant: number; conversation: number; systemTokens: number; historyTokens: number };
 }
 
 /** A stream of requests in arrival order. */

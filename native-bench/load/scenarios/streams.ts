@@ -1,0 +1,105 @@
+// streams: how much gateway memory does one open stream hold, with N streams open at once (each stream a
+// client socket and a replica socket)? The mocks answer every stream slowly (`slow` fault: one token every
+// `--delay-ms`), so streams stay open; the client opens `--streams` of them open loop at `--open-rate`, holds
+// them, and mid-hold reads the gateway's resident set (VmRSS) and its open sockets from /proc. Per stream =
+// (RSS with N open − RSS before, after a warm-up) / streams open at that moment.
+// N is capped by the open-file limit (`ulimit -n`): the gateway holds two sockets per stream, so
+// N ≤ (limit − 200) / 2; the table says when it capped the asked N.
+// Flags: --streams 20000, --open-rate 1000, --hold-seconds 10, --delay-ms 1000, --replicas 2, --gateway-config
+// JSON, --keep-logs.
+import { readdirSync, readlinkSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { BenchScenario } from '../../types.ts';
+import { chatBody } from '../openai-bodies.ts';
+import { arrivalOffsetsMs } from '../arrivals.ts';
+import { runOpenLoop } from '../open-loop.ts';
+import type { ScheduledRequest } from '../open-loop.ts';
+import { API_KEY, MODEL, openFileLimit, parseJsonFlag, rssBytes, startStack } from '../stack.ts';
+
+function socketsOf(pid: number): number {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) n++;
+    } catch { /* closed meanwhile */ }
+  }
+  return n;
+}
+
+const streams: BenchScenario = async (args) => {
+  const { values } = parseArgs({
+    args,
+    options: {
+      streams: { type: 'string', default: '20000' }, 'open-rate': { type: 'string', default: '1000' },
+      'hold-seconds': { type: 'string', default: '10' }, 'delay-ms': { type: 'string', default: '1000' },
+      replicas: { type: 'string', default: '2' }, 'gateway-config': { type: 'string' },
+      'keep-logs': { type: 'boolean', default: false },
+    },
+  });
+  const limit = openFileLimit();
+  const asked = Number(values.streams);
+  const cap = Math.floor((limit - 200) / 2);
+  const n = Math.min(asked, cap);
+  const replicas = Number(values.replicas);
+  const delayMs = Number(values['delay-ms']);
+  const rampMs = (n / Number(values['open-rate'])) * 1000;
+  const holdMs = Number(values['hold-seconds']) * 1000;
+  // Long enough to stay open through the ramp and the hold, then end on their own.
+  const tokens = Math.ceil((rampMs + holdMs + 3000) / delayMs);
+  const perReplica = Math.ceil(n / replicas) + 64;
+  const stack = await startStack({
+    replicas, profile: 'tiny', timeScale: 0.01,
+    mockArgs: ['--max-num-seqs', String(perReplica), '--num-gpu-blocks', String(perReplica * (Math.ceil(tokens / 16) + 4)), '--max-num-batched-tokens', '65536'],
+    gatewayConfig: { upstream: { connections_per_replica: perReplica }, ...parseJsonFlag(values['gateway-config']) },
+    keepLogs: values['keep-logs'],
+  });
+  const pid = stack.gatewayPid!;
+  const fleet = stack.fleet!;
+  const rows: Array<Array<string | number>> = [];
+  let extra: Record<string, unknown> = {};
+  try {
+    const headers = { authorization: `Bearer ${API_KEY}` };
+    const run = (count: number, rate: number, body: string): Promise<Awaited<ReturnType<typeof runOpenLoop>>> => {
+      const offsets = arrivalOffsetsMs('constant', rate, (count / rate) * 1000);
+      const schedule = function* (): Generator<ScheduledRequest> { for (const atMs of offsets) yield { atMs, body, stream: true }; };
+      return runOpenLoop({ origins: [stack.gatewayUrl], path: '/v1/chat/completions', headers, schedule: schedule(), maxConnections: count + 16, requestTimeoutMs: rampMs + holdMs + 60_000 });
+    };
+    // Warm-up at full speed (JIT, the upstream client's paths), then the baseline.
+    await run(Math.min(2000, n), 500, chatBody({ model: MODEL, maxTokens: 16, stream: true }));
+    await sleep(2000);
+    const rss0 = rssBytes(pid);
+    const sockets0 = socketsOf(pid);
+    for (const r of fleet.replicas) {
+      const res = await fetch(`${r.url}/_mock/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ mode: 'slow', delay_ms: delayMs }) });
+      if (res.status !== 200) throw new Error(`${r.url}/_mock/faults answered ${res.status}`);
+    }
+    const startedAt = performance.now();
+    const pending = run(n, Number(values['open-rate']), chatBody({ model: MODEL, maxTokens: tokens, stream: true }));
+    await sleep(rampMs + holdMs / 2);
+    const sampleAtMs = performance.now() - startedAt;
+    const rss1 = rssBytes(pid);
+    const sockets1 = socketsOf(pid);
+    const res = await pending;
+    // Open at the sample: its first token had arrived and its last had not.
+    const open = res.records.filter((r) => r.atMs + r.ttftMs <= sampleAtMs && r.atMs + r.totalMs > sampleAtMs).length;
+    const failed = res.records.filter((r) => r.error !== null || r.status !== 200).length;
+    const perStream = (rss1 - rss0) / Math.max(1, open);
+    rows.push([asked, n, open, sockets1 - sockets0, (rss0 / 2 ** 20).toFixed(1), (rss1 / 2 ** 20).toFixed(1), (perStream / 1024).toFixed(2), failed]);
+    extra = { limit, cap, rss0, rss1, sockets0, sockets1, open, tokens, sampleAtMs };
+  } finally {
+    await stack.stop();
+  }
+  return {
+    title: `load streams: gateway memory per open stream (${n} streams)`,
+    columns: ['asked', 'opened', 'open at sample', 'gateway sockets added', 'gateway RSS before MiB', 'RSS with streams MiB', 'KiB per open stream', 'failed'],
+    rows,
+    notes: [
+      `open-file limit ${limit}: at most ${cap} streams (two gateway sockets each)${n < asked ? `; asked ${asked}, capped` : ''}`,
+      `each stream: one token every ${delayMs} ms from ${replicas} tiny mocks; opened at ${values['open-rate']}/s, sampled mid-hold`,
+    ],
+    extra,
+  };
+};
+
+export default streams;
