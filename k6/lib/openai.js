@@ -151,8 +151,9 @@ export function chatStream(o) {
     streamOk.add(ok, params.tags);
     if (sse.error !== null) streamErrorEvents.add(1, { code: String(sse.error.code) });
     if (sse.contentFrames > 0) {
-      ttft.add(res.timings.waiting);
-      if (sse.contentFrames > 1) interTokenLatency.add(res.timings.receiving / (sse.contentFrames - 1));
+      // Tagged like the request, so thresholds can select a scenario or a prompt class (ttft{prompt:short}).
+      ttft.add(res.timings.waiting, params.tags);
+      if (sse.contentFrames > 1) interTokenLatency.add(res.timings.receiving / (sse.contentFrames - 1), params.tags);
     }
   }
   return { res, sse };
