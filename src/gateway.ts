@@ -3,21 +3,16 @@
 // start gateways through here, so tests run exactly the production wiring.
 // Thread: main. Setup and shutdown only.
 import type { GatewayConfig } from './config/schema.ts';
-import { AdmissionController } from './admission/admission-controller.ts';
-import { KvEstimator } from './router/kv-estimate.ts';
-import { WallClock } from './util/clock.ts';
-import { Authenticator } from './auth/authenticate.ts';
 import { createQuotaStore } from './quota/create-quota-store.ts';
 import type { QuotaStore } from './quota/types.ts';
 import { ReplicaRegistry } from './registry/replica-registry.ts';
-import { Router, createPolicy } from './router/route.ts';
-import type { FleetView, RoutingFeedback, RoutingPolicy } from './router/types.ts';
 import { PrefixIndex } from './router/prefix-index.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
-import { ModelCatalog } from './pipeline/model-catalog.ts';
-import type { LogStage, Services } from './pipeline/services.ts';
+import type { Services } from './pipeline/services.ts';
+import { RequestPath, type PolicyFactory } from './pipeline/request-path.ts';
 import { GatewayServer } from './server/app.ts';
+import { AcceptorGroup } from './threads/acceptor-group.ts';
 import { uwsIsNative } from './server/uws.ts';
 import { GatewayMetrics } from './metrics/metrics.ts';
 import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
@@ -31,7 +26,7 @@ export interface StartOptions {
   logLevel?: LogLevel;
   logger?: Logger;
   /** Builds the routing policy (default createPolicy); tests pass a recording policy. */
-  routingPolicy?: (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
+  routingPolicy?: PolicyFactory;
 }
 
 export interface Gateway {
@@ -72,99 +67,105 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const tokenizer = await createTokenizeStage(cfg, metrics);
   const upstream = new UpstreamClient(cfg.upstream);
   const usage = UsageRecorder.fromConfig(cfg);
-  const logStage: LogStage = log;
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
   const prefixIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
-
-  const newRouter = (c: GatewayConfig): Router => new Router((opts.routingPolicy ?? createPolicy)(c, registry, prefixIndex), registry);
-  // One admission controller for the gateway's life: requests waiting in its queues hold callbacks into it,
-  // so a reload reconfigures it in place. upstream.connections_per_replica is the client's, fixed at start.
-  const firstRouter = newRouter(cfg);
-  const admission = new AdmissionController({
-    fleet: registry, kv: new KvEstimator(registry, registry.ledger.slots, cfg.admission.stale_ms), router: firstRouter,
-    clock: WallClock, cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica,
-    pollMs: cfg.registry.scrape_interval_ms, metrics,
-    onCallbackError: (err) => log.error({ err }, 'admission callback failed'),
+  const path = new RequestPath(cfg, {
+    env, registry, prefixIndex, quota, tokenizer, upstream, usage, metrics, log, routingPolicy: opts.routingPolicy,
   });
-  const build = (c: GatewayConfig, router: Router): Services => {
-    admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: c.registry.scrape_interval_ms });
-    return Object.freeze({
-      cfg: c,
-      catalog: new ModelCatalog(c),
-      auth: new Authenticator(c.tenants, env),
-      quota,
-      tokenizer,
-      registry,
-      router,
-      admission,
-      upstream,
-      usage,
-      metrics,
-      log: logStage,
-    });
-  };
-  let services = build(cfg, firstRouter);
   // A restarted replica's cache is empty: the router forgets what it believed the replica held.
-  registry.onRestart((slot) => services.router.replicaReset(slot));
+  registry.onRestart((slot) => path.services.router.replicaReset(slot));
 
   metrics.setSources({
-    ...fleetGaugeSources(registry, () => services.cfg),
+    ...fleetGaugeSources(registry, () => path.services.cfg),
     tokenizerQueueDepth: () => tokenizer.queueDepth(),
-    inflight: () => server.inflightCount,
-    admissionQueueDepth: () => admission.queueDepths(),
     prefixIndexEntries: () => prefixIndex.entries(),
     prefixIndexEvictions: () => prefixIndex.evictions(),
   });
 
-  const ready = (): boolean => services.cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s)));
-  const server = new GatewayServer(services, {
-    metricsText: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
-    ready,
-  });
-  let port: number;
+  // server.threads > 1: acceptor threads run the request path over this thread's registry, prefix index,
+  // tokenizer pool, quota store and usage sinks (src/threads/README.md); this thread accepts nothing.
+  let front: Front;
   try {
-    port = await server.listen(cfg.server.host, cfg.server.port);
+    front = cfg.server.threads > 1
+      ? await AcceptorGroup.start({ cfg, env, registry, prefixIndex, quota, tokenizer, usage, metrics, log, logLevel: opts.logLevel ?? (log.level as LogLevel) })
+      : await singleThread(cfg, path, registry, metrics);
   } catch (err) {
     await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close()]);
     throw err;
   }
-  log.info({ host: cfg.server.host, port, policy: cfg.routing.policy, quota: cfg.quota.backend }, 'gateway listening');
+  const port = front.port;
+  log.info({ host: cfg.server.host, port, policy: cfg.routing.policy, quota: cfg.quota.backend, threads: cfg.server.threads }, 'gateway listening');
 
   let closed = false;
   return {
     port,
     url: `http://${cfg.server.host}:${port}`,
     get services() {
-      return services;
+      return path.services;
     },
     registry,
     metrics,
     log,
     get inflightCount() {
-      return server.inflightCount;
+      return front.inflightCount;
     },
     async reload(next: GatewayConfig): Promise<void> {
-      const before = new Set(services.cfg.pools.flatMap((p) => p.replicas.map((r) => r.url)));
-      for (const p of next.pools) for (const r of p.replicas) before.delete(r.url);
+      const prev = path.services.cfg;
+      const gone = goneUrls(prev, next);
       const kept = new Set(next.pools.flatMap((p) => p.replicas.map((r) => r.id)));
-      const left = services.cfg.pools.flatMap((p) => p.replicas.filter((r) => !kept.has(r.id)).map((r) => registry.slotOf(r.id)));
+      const left = prev.pools.flatMap((p) => p.replicas.filter((r) => !kept.has(r.id)).map((r) => registry.slotOf(r.id))).filter((s) => s >= 0);
       registry.reload(next);
       // Removed replicas: their connection pools close once the requests still on them finish.
-      for (const url of before) void upstream.forget(url);
+      for (const url of gone) void upstream.forget(url);
       metrics.reconfigure(next);
-      services = build(next, newRouter(next));
-      for (const slot of left) if (slot >= 0) services.router.replicaReset(slot);
-      server.setServices(services);
+      const services = path.reload(next);
+      for (const slot of left) services.router.replicaReset(slot);
+      await front.reload(services, left);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');
     },
     async close(graceMs = cfg.server.shutdown_grace_ms): Promise<void> {
       if (closed) return;
       closed = true;
-      await server.shutdown(graceMs);
+      await front.close(graceMs);
       await usage.close();
       await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close()]);
       metrics.close();
       log.flush();
     },
   };
+}
+
+/** What accepts connections: this thread's uWS app, or the acceptor threads. */
+interface Front {
+  readonly port: number;
+  readonly inflightCount: number;
+  reload(services: Services, leftSlots: number[]): Promise<void>;
+  close(graceMs: number): Promise<void>;
+}
+
+async function singleThread(cfg: GatewayConfig, path: RequestPath, registry: ReplicaRegistry, metrics: GatewayMetrics): Promise<Front> {
+  const services = (): Services => path.services;
+  const server = new GatewayServer(services(), {
+    metricsText: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
+    ready: () => services().cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s))),
+  });
+  metrics.setSources({ inflight: () => server.inflightCount, admissionQueueDepth: () => path.admission.queueDepths() });
+  const port = await server.listen(cfg.server.host, cfg.server.port);
+  return {
+    port,
+    get inflightCount() {
+      return server.inflightCount;
+    },
+    async reload(s) {
+      server.setServices(s);
+    },
+    close: (graceMs) => server.shutdown(graceMs),
+  };
+}
+
+/** Replica urls in `prev` that `next` no longer has. */
+function goneUrls(prev: GatewayConfig, next: GatewayConfig): Set<string> {
+  const gone = new Set(prev.pools.flatMap((p) => p.replicas.map((r) => r.url)));
+  for (const p of next.pools) for (const r of p.replicas) gone.delete(r.url);
+  return gone;
 }

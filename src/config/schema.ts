@@ -78,6 +78,8 @@ export const configSchema = z.strictObject({
     port: z.number().int().min(0).max(65535).default(8080),
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
     shutdown_grace_ms: z.number().int().min(0).default(30000),
+    /** Acceptor threads, each a uWS app on the port (SO_REUSEPORT) running the whole request path (src/threads/README.md). */
+    threads: z.number().int().min(1).max(64).default(1),
   }).prefault({}),
   upstream: z.strictObject({
     connect_timeout_ms: z.number().int().positive().default(2000),

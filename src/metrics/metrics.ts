@@ -7,7 +7,7 @@
 // Worker threads record through WorkerMetrics (worker-metrics.ts); render() asks them over a BroadcastChannel
 // and merges their snapshots with prom-client's AggregatorRegistry.aggregate into one page.
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
-import { AggregatorRegistry, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.ts';
 import { Binding, CANCEL_PHASES, QUOTA_RESULTS, UPSTREAM_ERROR_KINDS } from './binding.ts';
 import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
@@ -65,7 +65,12 @@ export interface GatewayMetricsOptions {
   workerChannel?: string;
   /** Scrapes without a word from a worker before its numbers are folded into a retired sum. Default 20. */
   retireWorkerAfterMissed?: number;
+  /** Set on an acceptor thread (server.threads > 1): its index labels gateway_acceptor_requests_total. */
+  acceptor?: number;
 }
+
+/** Per-thread gauges that must not be summed across acceptor threads; snapshot() leaves them out. */
+const THREAD_LOCAL_GAUGE = /^gateway_event_loop_delay_/;
 
 /** prom-client gauges named *_total, which promtool rejects; removed at setup. Per-type twins without _total remain. */
 const DROPPED_DEFAULT_METRICS = new Set([
@@ -93,6 +98,7 @@ export class GatewayMetrics {
   private readonly cancelLatency: Readonly<Record<CancelPhase, Observer>>;
   private readonly loopDelay: IntervalHistogram;
   private readonly workers: WorkerCollector;
+  private readonly acceptorRequests: Incrementer | null;
 
   constructor(cfg: GatewayConfig, opts: GatewayMetricsOptions = {}) {
     const reg = this.register;
@@ -116,6 +122,10 @@ export class GatewayMetrics {
     });
     collectDefaultMetrics({ register: this.defaultsRegister, prefix: 'gateway_' });
     for (const name of DROPPED_DEFAULT_METRICS) this.defaultsRegister.removeSingleMetric(name);
+    this.acceptorRequests = opts.acceptor === undefined ? null : counterChild(new Counter({
+      name: 'gateway_acceptor_requests_total', help: 'Completion requests taken by each acceptor thread (server.threads above 1).',
+      labelNames: ['acceptor'] as const, registers: [reg],
+    }), String(opts.acceptor));
     this.workerChannel = opts.workerChannel ?? METRICS_CHANNEL_NAME;
     this.workers = new WorkerCollector({
       listen: opts.listenToWorkers !== false, timeoutMs: opts.workerCollectTimeoutMs ?? 50,
@@ -135,6 +145,7 @@ export class GatewayMetrics {
     const rs = b.routeSlot(routeIndex, poolIndex);
     const ps = b.poolSlots[poolIndex]!;
     b.requestChild(routeIndex, poolIndex, o.status, o.code).inc();
+    this.acceptorRequests?.inc();
     rs.duration.observe(o.durationSeconds);
     if (o.ttftSeconds !== null) b.ttft(rs, o.tenant, o.inputTokens).observe(o.ttftSeconds);
     if (o.tpotSeconds !== null) ps.tpot.observe(o.tpotSeconds);
@@ -220,6 +231,15 @@ export class GatewayMetrics {
     } finally {
       this.loopDelay.reset(); // the event-loop gauges cover one scrape interval
     }
+  }
+
+  /**
+   * This thread's own series (no process defaults, no event-loop gauges) for the main thread's render(): an
+   * acceptor thread's numbers, summed there with every other thread's.
+   */
+  async snapshot(): Promise<MetricsSnapshot> {
+    const own = await this.register.getMetricsAsJSON();
+    return own.filter((m) => !THREAD_LOCAL_GAUGE.test(m.name));
   }
 
   /** Snapshots merged by render(): live workers plus at most one retired sum (bounded even if threads churn). */

@@ -11,11 +11,11 @@ import { spawnWorker } from '../util/spawn-worker.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 import { InflightLedger } from './inflight-ledger.ts';
 import type { FromPoller, PollerSettings, PollerWorkerData, ToPoller } from './poll/protocol.ts';
-import { ReplicaSet, type ReplicaInfo } from './replica-set.ts';
+import { ReplicaSet, type MembershipSnapshot, type ReplicaInfo } from './replica-set.ts';
 import { ReplicaTable, type ReplicaRow } from './replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from './replica-table-layout.ts';
 
-export type { ReplicaInfo } from './replica-set.ts';
+export type { MembershipSnapshot, ReplicaInfo } from './replica-set.ts';
 
 const POLLER_URL = new URL('../../workers/replica-poller.worker.ts', import.meta.url);
 /** A crashed poller is restarted after this long (a crash loop costs at most one thread start a second). */
@@ -42,6 +42,7 @@ export class ReplicaRegistry {
   private dataPlaneDownAfter: number;
   private readonly restartListeners: RestartListener[] = [];
   private readonly stateListeners: StateListener[] = [];
+  private readonly membershipListeners: Array<() => void> = [];
   private readonly firstScrapeWaiters = new Map<number, () => void>();
   private drainTimer: NodeJS.Timeout | null = null;
   private restartTimer: NodeJS.Timeout | null = null;
@@ -151,6 +152,16 @@ export class ReplicaRegistry {
     this.stateListeners.push(cb);
   }
 
+  /** Called after membership or adapters change (reload, a drained slot freed, a scrape's adapters). */
+  onMembershipChange(cb: () => void): void {
+    this.membershipListeners.push(cb);
+  }
+
+  /** Membership for acceptor threads' mirrors (allocates; see onMembershipChange). */
+  membership(): MembershipSnapshot {
+    return this.set.snapshot();
+  }
+
   /** Applies membership and registry settings from a new (already validated) config. */
   reload(cfg: GatewayConfig): void {
     if (cfg.registry.max_replicas !== this.set.slots) {
@@ -165,6 +176,11 @@ export class ReplicaRegistry {
     this.dataPlaneDownAfter = cfg.registry.down_after_failures;
     this.set.apply(cfg);
     this.scheduleDrainSweep();
+    this.membershipChanged();
+  }
+
+  private membershipChanged(): void {
+    for (const cb of this.membershipListeners) cb();
   }
 
   /** Every slot holding a replica, including drained and removed-but-draining ones (gauges, admin views;
@@ -257,6 +273,7 @@ export class ReplicaRegistry {
       case 'adapters':
         this.set.runningAdapters[msg.slot] = Object.freeze(msg.running);
         this.set.waitingAdapters[msg.slot] = Object.freeze(msg.waiting);
+        this.membershipChanged();
         break;
       case 'warn':
         // The poller already printed it (loudly, on its own thread); pass it to the structured log too.
@@ -287,7 +304,9 @@ export class ReplicaRegistry {
   private scheduleDrainSweep(): void {
     if (this.drainTimer || this.set.drainingSlots() === 0) return;
     this.drainTimer = setInterval(() => {
-      if (this.set.sweep() === 0 && this.drainTimer) {
+      const left = this.set.sweep();
+      if (this.membershipListeners.length > 0) this.membershipChanged();
+      if (left === 0 && this.drainTimer) {
         clearInterval(this.drainTimer);
         this.drainTimer = null;
       }

@@ -38,6 +38,15 @@ interface Wanted {
 const EMPTY: readonly number[] = Object.freeze([]);
 const NO_ADAPTERS: readonly string[] = Object.freeze([]);
 
+/** Membership as acceptor threads mirror it (registry-mirror.ts): structured-cloneable, by slot. */
+export interface MembershipSnapshot {
+  readonly assignIds: readonly number[];
+  readonly infos: ReadonlyArray<ReplicaInfo | null>;
+  readonly candidates: ReadonlyArray<readonly [pool: string, slots: readonly number[]]>;
+  readonly running: ReadonlyArray<readonly string[]>;
+  readonly waiting: ReadonlyArray<readonly string[]>;
+}
+
 export class ReplicaSet {
   readonly slots: number;
   /** assignId by slot, 0 = no member. Read per routing decision to match rows to members. */
@@ -95,6 +104,17 @@ export class ReplicaSet {
     const out: number[] = [];
     for (const m of this.members) if (m) out.push(m.slot);
     return out;
+  }
+
+  /** The whole membership, for acceptor threads (allocates: on reload, sweeps and adapter changes only). */
+  snapshot(): MembershipSnapshot {
+    return {
+      assignIds: Array.from(this.assignIds),
+      infos: Array.from(this.members, (m) => m?.info ?? null),
+      candidates: [...this.candidatesByPool],
+      running: this.runningAdapters,
+      waiting: this.waitingAdapters,
+    };
   }
 
   /** Slots removed from config still finishing requests. */

@@ -6,7 +6,7 @@
 // pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight requests finish
 // up to a deadline, then abort the rest.
 // Thread: main. Hot path: the completion handler's synchronous part.
-import { createApp, closeListenSocket, listenPort, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from './uws.ts';
+import { createApp, closeApp, closeListenSocket, listenPort, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from './uws.ts';
 import { UwsSink } from './uws-sink.ts';
 import { readBody } from './read-request.ts';
 import { CorsPolicy } from './cors.ts';
@@ -40,6 +40,8 @@ export interface ServerHooks {
   metricsText(): Promise<{ contentType: string; body: string }>;
   /** Config loaded and at least one healthy replica per pool. */
   ready(): boolean;
+  /** Completion requests in flight changed (acceptor threads publish it for the main thread's count). */
+  inflightChanged?(n: number): void;
 }
 
 export class GatewayServer {
@@ -119,6 +121,11 @@ export class GatewayServer {
     while (this.inflight.size > 0 && Date.now() < deadline + 2000) await new Promise((r) => setTimeout(r, 10));
   }
 
+  /** Closes every connection left (idle keep-alives included) so an acceptor thread's loop can end. */
+  closeConnections(): void {
+    closeApp(this.app);
+  }
+
   private completion(route: Route, res: HttpResponse, req: HttpRequest): void {
     const sink = new UwsSink(res);
     // Copy what we need from req now: it is invalid after this function returns.
@@ -150,6 +157,7 @@ export class GatewayServer {
     }
     const body = readBody(res, sink, Number.isFinite(contentLength) ? contentLength : 0, svc.cfg.server.max_body_bytes, ctx.id);
     this.inflight.add(ctx);
+    this.hooks.inflightChanged?.(this.inflight.size);
     void this.runCompletion(svc, ctx, route, tenant, body);
   }
 
@@ -161,6 +169,7 @@ export class GatewayServer {
       svc.log.error({ err, request_id: ctx.id }, 'request settlement failed');
     } finally {
       this.inflight.delete(ctx);
+      this.hooks.inflightChanged?.(this.inflight.size);
     }
   }
 

@@ -27,3 +27,8 @@ export function closeListenSocket(s: us_listen_socket): void {
 export function listenPort(s: us_listen_socket): number {
   return uws.us_socket_local_port(s as unknown as Parameters<typeof uws.us_socket_local_port>[0]);
 }
+
+/** Closes the app's listen sockets and every open connection. The build has App.close() (uWS.js ≥ 20.20) without its typing. */
+export function closeApp(app: TemplatedApp): void {
+  (app as TemplatedApp & { close(): void }).close();
+}

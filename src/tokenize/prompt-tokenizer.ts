@@ -65,17 +65,20 @@ export interface PromptTokenizerStats extends PoolCounters {
   replyPooled: number;
 }
 
+/** What runs prompts too large for inline: the Piscina pool, or (on an acceptor thread) a port to it. */
+export type TokenizeRunner = Pick<TokenizePool, 'run' | 'replyHashes' | 'queued' | 'running' | 'counters' | 'close'>;
+
 export class PromptTokenizer {
   private readonly inlineMaxChars: number;
   private readonly inlineEncoder: CachedPromptEncoder;
-  private readonly pool: TokenizePool | null;
+  private readonly pool: TokenizeRunner | null;
   private readonly inlineObserver: { observe(seconds: number): void } | null;
   private inlineCount = 0;
   private pooledCount = 0;
   private replyInlineCount = 0;
   private replyPooledCount = 0;
 
-  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizePool | null, inlineObserver: PromptTokenizerOptions['inlineObserver']) {
+  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizeRunner | null, inlineObserver: PromptTokenizerOptions['inlineObserver']) {
     this.inlineMaxChars = pool === null ? Number.POSITIVE_INFINITY : cfg.inline_max_chars;
     this.inlineEncoder = new CachedPromptEncoder(cfg.cache_bytes / (cfg.threads + 1));
     this.pool = pool;
@@ -97,6 +100,21 @@ export class PromptTokenizer {
       await pool.warmup(tokenizers);
     }
     return new PromptTokenizer(cfg, pool, opts.inlineObserver);
+  }
+
+  /**
+   * An acceptor thread's tokenizer: its own inline encoder, and `runner` (a port to the main thread's one pool)
+   * for large prompts; null runs everything inline (tokenizer.threads 0).
+   */
+  static async withRunner(cfg: GatewayConfig['tokenizer'], runner: TokenizeRunner | null, options: PromptTokenizerOptions = {}): Promise<PromptTokenizer> {
+    await initBlockHasher();
+    for (const name of options.tokenizers ?? ['llama3']) getTokenizer(name);
+    return new PromptTokenizer(cfg, runner, options.inlineObserver);
+  }
+
+  /** The pool itself, for the main thread to serve acceptor threads' pooled tasks (null without one). */
+  get runner(): TokenizeRunner | null {
+    return this.pool;
   }
 
   /**

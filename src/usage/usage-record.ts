@@ -26,6 +26,8 @@ export interface UsageRecord {
 /** Where records go. write() never throws and never blocks the request; flush() is for shutdown. */
 export interface UsageSink {
   readonly name: string;
+  /** True: write() reads only the record, so the recorder need not serialise a line for it. */
+  readonly recordOnly?: boolean;
   write(line: string, record: UsageRecord): void;
   flush(): Promise<void>;
   close(): Promise<void>;

@@ -6,9 +6,11 @@ import type { UsageRecord, UsageSink } from './usage-record.ts';
 
 export class UsageRecorder {
   private readonly sinks: UsageSink[];
+  private readonly needsLine: boolean;
 
   constructor(sinks: UsageSink[]) {
     this.sinks = sinks;
+    this.needsLine = sinks.some((s) => s.recordOnly !== true);
   }
 
   static fromConfig(cfg: GatewayConfig): UsageRecorder {
@@ -31,7 +33,7 @@ export class UsageRecorder {
 
   record(r: UsageRecord): void {
     if (this.sinks.length === 0) return;
-    const line = JSON.stringify(r) + '\n';
+    const line = this.needsLine ? JSON.stringify(r) + '\n' : '';
     for (let i = 0; i < this.sinks.length; i++) this.sinks[i]!.write(line, r);
   }
 

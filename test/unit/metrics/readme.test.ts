@@ -19,7 +19,8 @@ function documented(): Map<string, string> {
 
 /** The same, from a rendered page in which every family has at least one sample. */
 async function rendered(): Promise<Map<string, string>> {
-  const m = new GatewayMetrics(metricsTestConfig());
+  // acceptor: the per-thread family exists only on acceptor threads (server.threads > 1).
+  const m = new GatewayMetrics(metricsTestConfig(), { acceptor: 0 });
   try {
     m.setSources({
       inflight: () => 1, tokenizerQueueDepth: () => 0, replicaUp: () => [['8b-1', 1]],

@@ -1,0 +1,80 @@
+// The per-thread part of a gateway: router, admission controller and the Services the request pipeline reads,
+// built from a config over stages made elsewhere (the registry or its mirror, the prefix index, quota,
+// tokenizer, upstream client, usage, metrics). The single-thread gateway (gateway.ts) and every acceptor thread
+// (src/threads/acceptor.ts) compose the request path through here, so both run the same wiring.
+// Thread: whichever runs the acceptor. Setup and reload only.
+import type { GatewayConfig } from '../config/schema.ts';
+import { AdmissionController } from '../admission/admission-controller.ts';
+import { KvEstimator } from '../router/kv-estimate.ts';
+import { WallClock } from '../util/clock.ts';
+import { Authenticator } from '../auth/authenticate.ts';
+import type { QuotaStore } from '../quota/types.ts';
+import { Router, createPolicy } from '../router/route.ts';
+import type { FleetView, RoutingFeedback, RoutingPolicy } from '../router/types.ts';
+import type { PrefixIndex } from '../router/prefix-index.ts';
+import type { UpstreamClient } from '../upstream/upstream-client.ts';
+import type { UsageRecorder } from '../usage/usage-recorder.ts';
+import type { GatewayMetrics } from '../metrics/metrics.ts';
+import { ModelCatalog } from './model-catalog.ts';
+import type { LogStage, RegistryStage, Services, TokenizeStage } from './services.ts';
+
+export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
+
+export interface RequestPathParts {
+  env: Record<string, string | undefined>;
+  registry: FleetView & RegistryStage;
+  prefixIndex: PrefixIndex;
+  quota: QuotaStore;
+  tokenizer: TokenizeStage;
+  upstream: UpstreamClient;
+  usage: UsageRecorder;
+  metrics: GatewayMetrics;
+  log: LogStage;
+  routingPolicy?: PolicyFactory | undefined;
+}
+
+export class RequestPath {
+  /** Kept for the path's life: requests waiting in its queues hold callbacks into it. */
+  readonly admission: AdmissionController;
+  private current: Services;
+  private readonly parts: RequestPathParts;
+  /** upstream.connections_per_replica is the client's, fixed at start. */
+  private readonly connectionsPerReplica: number;
+
+  constructor(cfg: GatewayConfig, parts: RequestPathParts) {
+    this.parts = parts;
+    this.connectionsPerReplica = cfg.upstream.connections_per_replica;
+    const router = this.newRouter(cfg);
+    this.admission = new AdmissionController({
+      fleet: parts.registry, kv: new KvEstimator(parts.registry, parts.registry.ledger.slots, cfg.admission.stale_ms), router,
+      clock: WallClock, cfg: cfg.admission, connectionsPerReplica: this.connectionsPerReplica,
+      pollMs: cfg.registry.scrape_interval_ms, metrics: parts.metrics,
+      onCallbackError: (err) => parts.log.error({ err }, 'admission callback failed'),
+    });
+    this.current = this.build(cfg, router);
+  }
+
+  get services(): Services {
+    return this.current;
+  }
+
+  /** New services for `next`; requests in flight keep the ones they started with. */
+  reload(next: GatewayConfig): Services {
+    this.current = this.build(next, this.newRouter(next));
+    return this.current;
+  }
+
+  private newRouter(c: GatewayConfig): Router {
+    const p = this.parts;
+    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry);
+  }
+
+  private build(c: GatewayConfig, router: Router): Services {
+    const p = this.parts;
+    this.admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: this.connectionsPerReplica, pollMs: c.registry.scrape_interval_ms });
+    return Object.freeze({
+      cfg: c, catalog: new ModelCatalog(c), auth: new Authenticator(c.tenants, p.env), quota: p.quota, tokenizer: p.tokenizer,
+      registry: p.registry, router, admission: this.admission, upstream: p.upstream, usage: p.usage, metrics: p.metrics, log: p.log,
+    });
+  }
+}

@@ -1,0 +1,48 @@
+// Messages between the main thread and its acceptor threads (one Worker port each, FIFO, so a usage record
+// posted before `closed` is always read before it). Thread: both sides. Per request: one `call` and one `ret`
+// for each quota acquire/settle and each pooled tokenize task, one `usage` message.
+import type { GatewayConfig } from '../config/schema.ts';
+import type { MembershipSnapshot } from '../registry/replica-set.ts';
+import type { UsageRecord } from '../usage/usage-record.ts';
+import type { LogLevel } from '../logging/logger.ts';
+
+export interface AcceptorWorkerData {
+  index: number;
+  cfg: GatewayConfig;
+  env: Record<string, string | undefined>;
+  port: number;
+  tableBuffer: SharedArrayBuffer;
+  ledgerBuffer: SharedArrayBuffer;
+  prefixBuffer: SharedArrayBuffer;
+  /** Int32 per acceptor: its completion requests in flight (Gateway.inflightCount sums them). */
+  inflightBuffer: SharedArrayBuffer;
+  membership: MembershipSnapshot;
+  metricsChannel: string;
+  logLevel: LogLevel;
+  /** The main thread has a tokenizer pool: send prompts above inline_max_chars to it. */
+  remotePool: boolean;
+}
+
+/** Stage calls the acceptor makes into the main thread's single instances. */
+export type CallMethod = 'acquire' | 'settle' | 'tokenize' | 'replyHashes' | 'metrics';
+
+export interface ErrorShape {
+  name: string;
+  message: string;
+}
+
+export type ToMain =
+  | { t: 'listening'; port: number }
+  | { t: 'listen-failed'; message: string }
+  | { t: 'call'; id: number; m: CallMethod; a: unknown[] }
+  | { t: 'cancel'; id: number }
+  | { t: 'usage'; r: UsageRecord }
+  | { t: 'reloaded'; seq: number }
+  | { t: 'closed' };
+
+export type ToAcceptor =
+  | { t: 'ret'; id: number; v?: unknown; err?: ErrorShape }
+  | { t: 'membership'; m: MembershipSnapshot; downAfter: number }
+  | { t: 'restart'; slot: number }
+  | { t: 'reload'; seq: number; cfg: GatewayConfig; m: MembershipSnapshot; left: number[] }
+  | { t: 'shutdown'; graceMs: number };
