@@ -3,6 +3,7 @@
 export const ERROR_CODES = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'We could not parse the JSON body of your request.' },
   invalid_value: { status: 400, type: 'invalid_request_error', message: 'A field of the request has an invalid value.' },
+  invalid_framing: { status: 400, type: 'invalid_request_error', message: 'The request has more than one Content-Length, or a Transfer-Encoding other than one chunked; the connection is closed.' },
   context_length_exceeded: { status: 400, type: 'invalid_request_error', message: "The request exceeds the model's maximum context length." },
   invalid_api_key: { status: 401, type: 'invalid_request_error', message: 'Incorrect API key provided.' },
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not use this model.' },

@@ -10,6 +10,7 @@ import { createApp, closeApp, closeListenSocket, listenPort, type HttpRequest, t
 import { UwsSink } from './uws-sink.ts';
 import { readBody } from './read-request.ts';
 import { CorsPolicy } from './cors.ts';
+import { checkHead } from './request-head.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
@@ -35,6 +36,8 @@ const NOT_FOUND = errorBody({ code: 'not_found' });
 const METHOD_NOT_ALLOWED = errorBody({ code: 'method_not_allowed' });
 const INVALID_API_KEY = errorBody({ code: 'invalid_api_key' });
 const SHUTTING_DOWN = errorBody({ code: 'shutting_down' });
+const INVALID_FRAMING = errorBody({ code: 'invalid_framing' });
+const DUPLICATE_AUTHORIZATION = errorBody({ code: 'invalid_api_key', message: 'Send one Authorization header.' });
 
 export interface ServerHooks {
   metricsText(): Promise<{ contentType: string; body: string }>;
@@ -72,9 +75,11 @@ export class GatewayServer {
     app.options('/*', (res, req) => this.options(res, req));
     app.any('/*', (res, req) => {
       const allow = allowedMethods(req.getUrl());
+      // The answer to HEAD has no body (RFC 9110 §9.3.2): a body would be read as the start of the next response.
+      const head = req.getMethod() === 'head';
       const sink = this.open(res, req);
-      if (allow === undefined) this.json(sink, 404, NOT_FOUND);
-      else this.json(sink, 405, METHOD_NOT_ALLOWED, [['allow', allow]]);
+      if (allow === undefined) this.json(sink, 404, NOT_FOUND, [], head);
+      else this.json(sink, 405, METHOD_NOT_ALLOWED, [['allow', allow]], head);
     });
     this.app = app;
   }
@@ -131,27 +136,34 @@ export class GatewayServer {
     // Copy what we need from req now: it is invalid after this function returns.
     const authorization = req.getHeader('authorization') || undefined;
     const requestId = req.getHeader('x-request-id') || undefined;
-    const contentType = req.getHeader('content-type');
     const contentLength = Number(req.getHeader('content-length') || 0);
+    const problem = checkHead(req);
     if (this.cors.enabled) this.corsFor(sink, req);
     const svc = this.services;
     const ctx = newContext(route, sink, requestId);
     // Authenticate before anything else refuses: a refused request that carried a valid key still leaves its
     // usage record (the tenant is known). Before the body is read: an unauthenticated client reserves no memory.
-    const tenant = svc.auth.authenticate(authorization);
+    // Two Authorization headers name no one tenant: neither is tried.
+    const tenant = problem === 'duplicate_authorization' ? null : svc.auth.authenticate(authorization);
     ctx.tenant = tenant;
+    if (problem === 'framing') {
+      // The body's end is ambiguous, so nothing after it on this connection can be trusted: close it.
+      this.json(sink, 400, INVALID_FRAMING, [['x-request-id', ctx.id]], false, true);
+      this.refused(svc, ctx, 400, 'invalid_framing');
+      return;
+    }
     if (this.draining) {
       this.json(sink, 503, SHUTTING_DOWN, [['x-request-id', ctx.id], ['retry-after', '1'], ['connection', 'close']]);
       this.refused(svc, ctx, 503, 'shutting_down');
       return;
     }
-    if (contentType && !contentType.toLowerCase().startsWith('application/json')) {
+    if (problem === 'content_type') {
       this.json(sink, 415, errorBody({ code: 'unsupported_media_type' }), [['x-request-id', ctx.id]]);
       this.refused(svc, ctx, 415, 'unsupported_media_type');
       return;
     }
     if (tenant === null) {
-      this.json(sink, 401, INVALID_API_KEY, [['x-request-id', ctx.id]]);
+      this.json(sink, 401, problem === 'duplicate_authorization' ? DUPLICATE_AUTHORIZATION : INVALID_API_KEY, [['x-request-id', ctx.id]]);
       this.refused(svc, ctx, 401, 'invalid_api_key');
       return;
     }
@@ -262,8 +274,10 @@ export class GatewayServer {
     sink.end(text);
   }
 
-  private json(sink: UwsSink, status: number, body: string, extra: HeaderList = []): void {
+  /** `head`: the answer to HEAD (headers only); `close`: the connection is closed after the response. */
+  private json(sink: UwsSink, status: number, body: string, extra: HeaderList = [], head = false, close = false): void {
     sink.begin(status, [['content-type', 'application/json'], ...extra]);
-    sink.end(body);
+    if (head) sink.endWithoutBody();
+    else sink.end(body, close);
   }
 }

@@ -52,7 +52,7 @@ export class UwsSink implements ClientSink {
   /** Writes that did not fit the current cork, sent in order when it ends. */
   private overflow: Array<Uint8Array | string> | null = null;
   /** An end() that came after overflowed writes (or did not fit itself): sent after them. */
-  private deferredEnd: { chunk: Uint8Array | string | undefined } | null = null;
+  private deferredEnd: { chunk: Uint8Array | string | undefined; close: boolean } | null = null;
   private readonly res: HttpResponse;
   /** Called once when the client disconnects before the response ended. */
   onClientAbort: (() => void) | null = null;
@@ -115,16 +115,17 @@ export class UwsSink implements ClientSink {
     return this.res.write(chunk);
   }
 
-  end(chunk?: Uint8Array | string): void {
+  /** `close`: uWS closes the connection once the response is written (for a request whose framing is broken). */
+  end(chunk?: Uint8Array | string, close = false): void {
     if (this.aborted || this.ended) return;
     this.ended = true; // nothing may touch res after end
     this.onClientAbort = null;
     if (!this.started) this.started = true;
     if (this.corked && (this.overflow !== null || this.corkBytes + (chunk === undefined ? 0 : byteLength(chunk)) + 64 > CORK_BUDGET)) {
-      this.deferredEnd = { chunk: chunk === undefined ? undefined : own(chunk) };
+      this.deferredEnd = { chunk: chunk === undefined ? undefined : own(chunk), close };
       return;
     }
-    this.res.end(chunk);
+    this.res.end(chunk, close);
   }
 
   /** Ends a response that has no body and must not say Content-Length (a 204). */
@@ -208,7 +209,7 @@ export class UwsSink implements ClientSink {
     this.deferredEnd = null;
     if (end !== null && !this.aborted) {
       // Outside any cork: uWS writes an uncorked end straight to the socket and buffers what does not go.
-      this.res.end(end.chunk);
+      this.res.end(end.chunk, end.close);
       return;
     }
     // Everything went into the cork buffer or uWS's own: a writable event follows only if the socket is full,
