@@ -1,6 +1,6 @@
 // ESLint flat config. The layering rules (no-restricted-imports) keep each dependency behind one folder:
 // uWS only in src/server/uws.ts, ioredis only in src/quota/redis-client.ts (the usage stream sink takes its
-// client from there), piscina only in src/tokenize/pool.ts,
+// client from there), piscina only in src/tokenize/pool.ts, fast-check only in test/helpers/fuzz.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator). process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
@@ -45,5 +45,8 @@ export default tseslint.config(
   { files: ['src/server/uws.ts'], rules: restrict(['@trufflesuite/uws-js-unofficial']) },
   { files: ['src/quota/redis-client.ts'], rules: restrict(['ioredis']) },
   { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
+  { files: ['test/**/*.ts'], ignores: ['test/helpers/fuzz.ts'], rules: {
+    'no-restricted-imports': ['error', { paths: [{ name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' }] }],
+  } },
   { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
 );
