@@ -35,7 +35,19 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
+/** Starts the stack, trying again (up to 3 times) when a child misses its 30 s readiness wait on a busy machine. */
 export async function startStack(o: StackOptions): Promise<Stack> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startStackOnce(o);
+    } catch (err) {
+      if (attempt >= 3 || !/not ready after/.test((err as Error).message)) throw err;
+      console.error(`stack start attempt ${attempt} failed (${(err as Error).message.split('\n')[0]}); retrying`);
+    }
+  }
+}
+
+async function startStackOnce(o: StackOptions): Promise<Stack> {
   const logDir = mkdtempSync(join(tmpdir(), 'expediter-load-'));
   const cleanup = (): void => { if (!o.keepLogs) rmSync(logDir, { recursive: true, force: true }); };
   if (o.url) return { gatewayUrl: o.url.replace(/\/+$/, ''), gatewayPid: null, fleet: null, logDir, stop: async () => cleanup() };

@@ -17,11 +17,22 @@ import { API_KEY, MODEL, parseJsonFlag, startStack } from '../stack.ts';
 
 const f = (x: number, d = 2): string => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 
+/** `status 503 no_healthy_replica × 12, timeout × 3`: what the failed requests of a run were. */
+function failureKinds(records: readonly RequestRecord[]): string {
+  const kinds = new Map<string, number>();
+  for (const r of records) {
+    if (r.error === null && r.status === 200) continue;
+    const k = r.status === 0 || r.status === 200 ? (r.error ?? '?').slice(0, 40) : `status ${r.status} ${r.errorCode ?? ''}`.trim();
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  return [...kinds].map(([k, n]) => `${k} × ${n}`).join(', ');
+}
+
 function* requests(offsets: Float64Array, body: string, stream: boolean): Generator<ScheduledRequest> {
   for (const atMs of offsets) yield { atMs, body, stream };
 }
 
-interface Run { target: string; round: number; p50: number; p99: number; failed: number; n: number; gwCpu: number; lag99: number }
+interface Run { target: string; round: number; p50: number; p99: number; failed: number; n: number; gwCpu: number; lag99: number; why: string }
 
 const addedLatency: BenchScenario = async (args) => {
   const { values } = parseArgs({
@@ -67,6 +78,7 @@ const addedLatency: BenchScenario = async (args) => {
           target: t.name, round, p50: s.p50, p99: s.p99, failed: res.records.length - ok.length, n: res.records.length,
           gwCpu: t.pids.length ? (res.cpuMicros.gateway ?? NaN) / Math.max(1, res.records.length) : NaN,
           lag99: summarize(res.records.map((r) => r.sendLagMs)).p99,
+          why: failureKinds(res.records),
         };
       };
       for (const t of targets) await once(t, -1, Math.min(durationMs, 3000)); // warm-up, unmeasured
@@ -74,7 +86,7 @@ const addedLatency: BenchScenario = async (args) => {
         for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
           const run = await once(t, round, durationMs);
           runs.push(run);
-          console.error(`${mode} round ${round + 1} ${t.name}: p50 ${f(run.p50)} p99 ${f(run.p99)} ms, failed ${run.failed}/${run.n}`);
+          console.error(`${mode} round ${round + 1} ${t.name}: p50 ${f(run.p50)} p99 ${f(run.p99)} ms, failed ${run.failed}/${run.n} ${run.why}`);
         }
       }
       all[mode] = runs;
@@ -97,6 +109,7 @@ const addedLatency: BenchScenario = async (args) => {
     rows,
     notes: [
       'json: end-to-end time; stream: time to the first token event. Medians over rounds; added = gateway − direct paired per round.',
+      ...Object.values(all).flat().filter((r) => r.failed > 0).map((r) => `failed in round ${r.round + 1}, ${r.target}: ${r.why}`),
       `${values.replicas} tiny mocks at time scale ${values['time-scale']}, ${values['max-tokens']} output tokens, ${values.seconds} s per run`,
     ],
     extra: { runs: all },

@@ -10,6 +10,8 @@
 // --profile llama-8b-a100, --time-scale 0.1 (targets scale with it), --gateway-config JSON, --keep-logs;
 // or --url URL --api-key KEY --model ID (time scale 1).
 import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CpuMeter } from '../proc-cpu.ts';
 import type { BenchScenario } from '../../types.ts';
 import { arrivalOffsetsMs, parseArrivalKind } from '../arrivals.ts';
 import { runOpenLoop } from '../open-loop.ts';
@@ -62,6 +64,7 @@ const seedMix: BenchScenario = async (args) => {
     gatewayConfig: parseJsonFlag(values['gateway-config']), keepLogs: values['keep-logs'],
   });
   const rows: Array<Array<string | number>> = [];
+  let idleCpuMsPerS = NaN;
   const steps: Array<{ rate: number; held: boolean; summary: unknown; gatewayCpuMicrosPerRequest: number }> = [];
   try {
     // Warm-up: a short step at the first rate, unmeasured (JIT, connections, the mocks' tokenizer caches).
@@ -69,6 +72,15 @@ const seedMix: BenchScenario = async (args) => {
       origins: [stack.gatewayUrl], path: '/v1/chat/completions', headers: { authorization: `Bearer ${apiKey}` },
       schedule: schedule(new SeedMixRequests({ model, rps: rates[0] ?? 10, durationMs: 3000, seed: 999, maxModelLen: 131_072 }), null),
     });
+    // The gateway's CPU with no requests (registry scrapes, timers): part of every per-request figure below,
+    // spread over fewer requests at low rates.
+    if (stack.gatewayPid !== null) {
+      const idle = new CpuMeter([stack.gatewayPid]);
+      await sleep(1000);
+      idle.start();
+      await sleep(4000);
+      idleCpuMsPerS = idle.stop() / 4000;
+    }
     for (const rate of rates) {
       const mix = new SeedMixRequests({ model, rps: rate, durationMs: stepMs, seed: Number(values.seed), maxModelLen: 131_072 });
       const kind = values.arrivals === 'seed' ? null : parseArrivalKind(values.arrivals);
@@ -102,8 +114,9 @@ const seedMix: BenchScenario = async (args) => {
     notes: [
       values.url ? `target ${values.url} (time scale 1)` : `gateway + ${values.replicas} × ${values.profile} mocks at time scale ${timeScale}: the design's targets × ${timeScale}`,
       `arrivals: ${values.arrivals}; ${values['step-seconds']} s per rate; last rate that held: ${f(held, 1)} req/s`,
+      `gateway CPU idle (no requests): ${f(idleCpuMsPerS, 1)} ms per second, included in the per-request column`,
     ],
-    extra: { steps, lastHeldRate: held, sla },
+    extra: { steps, lastHeldRate: held, sla, idleCpuMsPerS },
   };
 };
 
