@@ -38,6 +38,14 @@ export default tseslint.config(
       allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }],
     }],
   } },
+  // The client SDKs under test are imported only by the compatibility suite's helper for each.
+  { files: ['test/**/*.ts'], rules: {
+    'no-restricted-imports': ['error', {
+      paths: ['openai', 'ai'].map((name) => ({ name, message: 'import client SDKs through test/integration/clients/*.ts (one helper per SDK)' })),
+      patterns: [{ group: ['openai/*', '@ai-sdk/*', '@langchain/*'], message: 'import client SDKs through test/integration/clients/*.ts (one helper per SDK)' }],
+    }],
+  } },
+  { files: ['test/integration/clients/openai-sdk.ts', 'test/integration/clients/ai-sdk.ts', 'test/integration/clients/langchain.ts'], rules: { 'no-restricted-imports': 'off' } },
   { files: ['src/**/*.ts'], ignores: ['src/config/**', 'src/main.ts'], rules: {
     'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'read configuration in src/config only' }],
   } },

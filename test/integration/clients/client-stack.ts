@@ -9,13 +9,8 @@ import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 
 export { ALPHA_KEY, TINY_KEY, type TestStack };
 
-/** A tenant whose 2,000-token burst refills at 1,000 tokens/s: one RETRY_PROMPT request empties most of it. */
+/** A tenant with one request in flight: a second one is a 429 concurrency_limit_exceeded with Retry-After. */
 export const RETRY_KEY = 'sk-test-retry';
-/**
- * About 1,300 prompt tokens: one request leaves the bucket near 700, so a second one sent within ~0.6 s is
- * refused with Retry-After 1, and the bucket holds it again by then.
- */
-export const RETRY_PROMPT = 'lorem '.repeat(1300);
 export const BASE_MODEL = 'llama-3.1-8b-instruct';
 export const LORA_BASE = 'llama-3.1-8b-lora';
 
@@ -41,7 +36,7 @@ export async function startClientStack(): Promise<TestStack> {
       tenants: [
         { name: 'alpha', api_keys: [{ sha256: sha(ALPHA_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 },
         { name: 'tiny', api_keys: [{ sha256: sha(TINY_KEY) }], tokens_per_second: 100, burst_tokens: 4000, max_inflight: 2 },
-        { name: 'retry', api_keys: [{ sha256: sha(RETRY_KEY) }], tokens_per_second: 1000, burst_tokens: 2000, max_inflight: 8 },
+        { name: 'retry', api_keys: [{ sha256: sha(RETRY_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 1 },
       ],
     },
   });
@@ -83,4 +78,39 @@ export async function assertCancelled(stack: TestStack, requestId: string): Prom
 /** Slows every replica to `delayMs` per token, so a stream is still running when its first text arrives. */
 export async function slowReplicas(stack: TestStack, delayMs: number): Promise<void> {
   for (const r of stack.replicas.values()) await setFault(r.url, { mode: delayMs > 0 ? 'slow' : 'none', delay_ms: delayMs });
+}
+
+/**
+ * Makes the next stream on each replica die after `afterTokens` tokens, so the gateway ends it with one
+ * `data: {"error":…}` event (upstream_error) and no [DONE].
+ */
+export async function dieMidStream(stack: TestStack, afterTokens: number): Promise<void> {
+  for (const r of stack.replicas.values()) await setFault(r.url, { mode: 'die_mid_stream', after_tokens: afterTokens, count: 1 });
+}
+
+/**
+ * Runs `call` (a request of the RETRY_KEY tenant named `requestId`, made by a client that retries) while another
+ * stream holds the tenant's one slot, and frees the slot as soon as the gateway has refused the first attempt:
+ * the client's retry, a Retry-After (1 s) later, then finds the slot free. No timing is assumed beyond the
+ * client waiting its Retry-After. Returns what `call` settled with.
+ */
+export async function afterOneRetryable429<T>(stack: TestStack, requestId: string, call: () => Promise<T>): Promise<{ value?: T; error?: unknown }> {
+  await slowReplicas(stack, 20);
+  const holder = new AbortController();
+  try {
+    const held = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST', signal: holder.signal,
+      headers: { authorization: `Bearer ${RETRY_KEY}`, 'content-type': 'application/json', 'x-request-id': `${requestId}-holder` },
+      body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'hold' }], max_tokens: 400, stream: true }),
+    });
+    if (held.status !== 200) throw new Error(`holder: ${held.status} ${await held.text()}`);
+    const settled = call().then((value) => ({ value }), (error: unknown) => ({ error }));
+    await waitFor(async () => (await recordsOf(stack, requestId)).some((r) => r.status === 429), 5000, 10);
+    holder.abort();
+    await recordOf(stack, `${requestId}-holder`);
+    return await settled;
+  } finally {
+    holder.abort();
+    await slowReplicas(stack, 0);
+  }
 }

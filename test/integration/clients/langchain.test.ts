@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ContextOverflowError, HumanMessage, SystemMessage, chatModel, completionsModel } from './langchain.ts';
 import {
-  ALPHA_KEY, BASE_MODEL, RETRY_KEY, RETRY_PROMPT, TINY_KEY, assertCancelled, recordOf, recordsOf, replicaOf, replicaPhase,
+  ALPHA_KEY, BASE_MODEL, RETRY_KEY, TINY_KEY, afterOneRetryable429, assertCancelled, dieMidStream, recordOf, recordsOf, replicaOf, replicaPhase,
   slowReplicas, startClientStack, type TestStack,
 } from './client-stack.ts';
 
@@ -91,6 +91,24 @@ test('aborting a stream through its signal: LangChain raises AbortError, the gat
   }
 });
 
+test('a replica dying mid-stream: the stream raises the gateway\'s error instead of ending cleanly', async () => {
+  const chat = chatModel(stack.url, ALPHA_KEY, { model: 'gpt-fast', maxTokens: 20, requestId: 'lc-die' });
+  await dieMidStream(stack, 3);
+  try {
+    let text = '';
+    await assert.rejects(async () => {
+      for await (const chunk of await chat.stream('die')) text += typeof chunk.content === 'string' ? chunk.content : '';
+    }, (err: WrappedError) => {
+      assert.equal(err.code, 'upstream_error');
+      return true;
+    });
+    assert.ok(text.length > 0, 'the text before the failure was delivered');
+    assert.equal((await recordOf(stack, 'lc-die')).output_tokens, 3);
+  } finally {
+    await slowReplicas(stack, 0);
+  }
+});
+
 test('errors arrive as LangChain\'s typed errors, not retried', async () => {
   const lost = chatModel(stack.url, ALPHA_KEY, { model: 'nope', maxRetries: 2, requestId: 'lc-404' });
   await assert.rejects(lost.invoke('x'), (err: WrappedError) => {
@@ -111,13 +129,12 @@ test('errors arrive as LangChain\'s typed errors, not retried', async () => {
   await assert.rejects(long.invoke('x'), ContextOverflowError);
 });
 
-test('a retryable 429 is retried by LangChain after its Retry-After and then succeeds', async () => {
-  const drain = chatModel(stack.url, RETRY_KEY, { model: 'gpt-fast', maxTokens: 1, requestId: 'lc-drain' });
-  await drain.invoke(RETRY_PROMPT);
+test('a retryable 429 (the tenant\'s one slot taken) is retried by LangChain after its Retry-After and then succeeds', async () => {
   const chat = chatModel(stack.url, RETRY_KEY, { model: 'gpt-fast', maxTokens: 1, maxRetries: 2, requestId: 'lc-retry' });
-  const msg = await chat.invoke(RETRY_PROMPT);
-  assert.equal(msg.usage_metadata?.output_tokens, 1);
-  assert.deepEqual((await recordsOf(stack, 'lc-retry')).map((r) => r.status), [429, 200], 'refused once for want of tokens, then served');
+  const { value, error } = await afterOneRetryable429(stack, 'lc-retry', () => chat.invoke('again'));
+  assert.equal(error, undefined);
+  assert.equal(value?.usage_metadata?.output_tokens, 1);
+  assert.deepEqual((await recordsOf(stack, 'lc-retry')).map((r) => r.status), [429, 200], 'refused once, then served');
 });
 
 test('the never-fits 429 (no Retry-After) is not retried', async () => {

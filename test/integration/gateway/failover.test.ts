@@ -2,7 +2,7 @@
 // event. Real gateway, real mock replicas with faults injected through POST /_mock/faults.
 import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
+import { OpenAI } from '../clients/openai-sdk.ts';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
 import { openStream } from '../mock-replica/http-client.ts';
 

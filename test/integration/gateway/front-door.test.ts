@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { sendRaw, type RawReply } from '../../helpers/raw-http.ts';
 import { request, type IncomingMessage } from 'node:http';
-import OpenAI from 'openai';
+import { OpenAI } from '../clients/openai-sdk.ts';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
 
 let stack: TestStack;

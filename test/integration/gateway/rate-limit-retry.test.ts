@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import OpenAI from 'openai';
+import { OpenAI } from '../clients/openai-sdk.ts';
 import { DEFAULT_POOL, TINY_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
 import { openStream, setFault } from '../mock-replica/http-client.ts';
 
