@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { configSchema, type GatewayConfig } from './schema.ts';
+import { redisEndpoint, RedisEndpointError } from '../quota/redis-endpoint.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -62,6 +63,8 @@ function applyEnv(obj: Record<string, unknown>, env: EnvOverrides): void {
     const quota = (obj.quota ??= {}) as Record<string, unknown>;
     quota.backend = 'redis';
     quota.redis_url = env.REDIS_URL;
+    // the environment names the whole endpoint: a config file's cluster seeds give way to it
+    delete quota.redis_cluster;
   }
   if (env.USAGE_JSONL) {
     const usage = (obj.usage ??= {}) as Record<string, unknown>;
@@ -109,8 +112,13 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
       if ('env' in k && !env[k.env]) throw new ConfigError(`config: tenants[${i}].api_keys[${j}].env: environment variable ${k.env} is not set`);
     });
   });
-  if (cfg.quota.backend === 'redis' && !cfg.quota.redis_url) {
-    throw new ConfigError('config: quota.redis_url: required when quota.backend is redis');
+  if (cfg.quota.backend === 'redis' || cfg.quota.redis_url !== undefined || cfg.quota.redis_cluster !== undefined) {
+    try {
+      redisEndpoint(cfg.quota.redis_url, cfg.quota.redis_cluster);
+    } catch (err) {
+      if (!(err instanceof RedisEndpointError)) throw err;
+      throw new ConfigError(`config: ${err.message}`);
+    }
   }
 }
 

@@ -145,7 +145,10 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   quota: z.strictObject({
     backend: z.enum(['memory', 'redis']).default('memory'),
+    /** One Redis URL, or several comma-separated cluster nodes (src/quota/redis-endpoint.ts has the syntax). */
     redis_url: z.string().optional(),
+    /** Redis Cluster seed nodes as host:port (instead of redis_url); one reachable seed finds the rest. */
+    redis_cluster: z.array(z.string()).optional(),
     failure_mode: z.enum(['open', 'closed']).default('open'),
     timeout_ms: z.number().int().positive().default(50),
     /** A crashed gateway's concurrency leases free this long after its last renewal (live ones renew every ttl/3). */

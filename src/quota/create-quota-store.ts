@@ -2,6 +2,7 @@
 // Thread: main, setup only.
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { createRedisClient, type RedisClient } from './redis-client.ts';
+import { redisEndpoint } from './redis-endpoint.ts';
 import { RedisQuotaStore } from './redis-quota-store.ts';
 import { ResilientQuotaStore } from './resilient-quota-store.ts';
 import type { QuotaStore } from './types.ts';
@@ -20,8 +21,7 @@ export interface CreateQuotaStoreOptions {
 
 export async function createQuotaStore(cfg: GatewayConfig['quota'], opts: CreateQuotaStoreOptions = {}): Promise<QuotaStore> {
   if (cfg.backend === 'memory') return new MemoryQuotaStore({ leaseTtlMs: cfg.lease_ttl_ms });
-  if (!cfg.redis_url) throw new Error('quota.redis_url is required when quota.backend is redis');
-  const client = createRedisClient(cfg.redis_url, {
+  const client = createRedisClient(redisEndpoint(cfg.redis_url, cfg.redis_cluster), {
     connectTimeoutMs: Math.max(1000, cfg.timeout_ms),
     commandTimeoutMs: cfg.timeout_ms,
     ...(opts.onRedisError ? { onError: opts.onRedisError } : {}),

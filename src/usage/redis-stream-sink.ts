@@ -4,6 +4,7 @@
 // counted, because a gateway must not grow without limit while its usage store is down.
 // Thread: main. Hot path: an array push per request; the send runs once per turn.
 import { createRedisClient, type RedisClient } from '../quota/redis-client.ts';
+import type { RedisEndpoint } from '../quota/redis-endpoint.ts';
 import type { UsageRecord, UsageSink } from './usage-record.ts';
 
 const MAX_QUEUED = 100_000;
@@ -18,10 +19,10 @@ export class RedisStreamSink implements UsageSink {
   private scheduled = false;
   private retryTimer: NodeJS.Timeout | null = null;
 
-  constructor(url: string, key: string, timeoutMs: number) {
+  constructor(endpoint: string | RedisEndpoint, key: string, timeoutMs: number) {
     this.name = `redis-stream:${key}`;
     this.key = key;
-    this.client = createRedisClient(url, { connectTimeoutMs: 1000, commandTimeoutMs: Math.max(timeoutMs, 1000) });
+    this.client = createRedisClient(endpoint, { connectTimeoutMs: 1000, commandTimeoutMs: Math.max(timeoutMs, 1000) });
   }
 
   write(line: string, _record: UsageRecord): void {

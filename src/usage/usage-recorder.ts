@@ -1,5 +1,6 @@
 // Fans each usage record out to the configured sinks. Serialises once per record. Thread: main.
 import type { GatewayConfig } from '../config/schema.ts';
+import { redisEndpoint } from '../quota/redis-endpoint.ts';
 import { JsonlSink } from './jsonl-sink.ts';
 import { RedisStreamSink } from './redis-stream-sink.ts';
 import type { UsageRecord, UsageSink } from './usage-record.ts';
@@ -19,8 +20,11 @@ export class UsageRecorder {
       if (spec.startsWith('jsonl:')) {
         sinks.push(new JsonlSink(spec.slice('jsonl:'.length)));
       } else if (spec.startsWith('redis-stream:')) {
-        const url = cfg.quota.redis_url ?? 'redis://127.0.0.1:6379';
-        sinks.push(new RedisStreamSink(url, spec.slice('redis-stream:'.length), cfg.quota.timeout_ms));
+        // the quota store's Redis (or cluster: one stream key lives in one slot); a local Redis if none is set
+        const endpoint = cfg.quota.redis_url === undefined && cfg.quota.redis_cluster === undefined
+          ? 'redis://127.0.0.1:6379'
+          : redisEndpoint(cfg.quota.redis_url, cfg.quota.redis_cluster);
+        sinks.push(new RedisStreamSink(endpoint, spec.slice('redis-stream:'.length), cfg.quota.timeout_ms));
       }
     }
     return new UsageRecorder(sinks);

@@ -1,0 +1,129 @@
+// The loopback Redis Cluster the quota tests share (3 masters + 3 replicas on 7000-7005, started by
+// .ci/redis-cluster.sh, which this helper also calls): availability, topology, failover, cleanup.
+// Missing cluster: the tests skip with the reason, except under CI=true, where they fail.
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { closeRedisClient, createRedisClient, type RedisClient } from '../../src/quota/redis-client.ts';
+
+export const CLUSTER_PORTS = [7000, 7001, 7002, 7003, 7004, 7005] as const;
+/** Three seeds in the comma syntax of quota.redis_url: any one that answers finds the rest. */
+export const CLUSTER_URL = 'redis://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002';
+const SCRIPT = fileURLToPath(new URL('../../.ci/redis-cluster.sh', import.meta.url));
+
+/**
+ * Starts the cluster if it is not answering (idempotent). Returns null when it is up, else why not; under
+ * CI=true a cluster that cannot be started throws instead, so CI never passes by skipping.
+ */
+export function ensureCluster(): string | null {
+  const r = spawnSync(SCRIPT, ['start'], { encoding: 'utf8', timeout: 30_000 });
+  if (r.status === 0) return null;
+  const why = `Redis Cluster on 127.0.0.1:7000-7005 unavailable (${SCRIPT} start: ${(r.stderr || String(r.error ?? '')).trim().split('\n').pop()})`;
+  if (process.env.CI === 'true') throw new Error(why);
+  return why;
+}
+
+export interface ClusterNodeInfo {
+  id: string;
+  port: number;
+  master: boolean;
+  /** For a replica: the id of its master. */
+  masterId: string | null;
+  failed: boolean;
+}
+
+/** A connection to one node (not the cluster client): for CLUSTER NODES / FAILOVER / SCRIPT FLUSH on that node. */
+export async function nodeClient(port: number): Promise<RedisClient> {
+  const c = createRedisClient(`redis://127.0.0.1:${port}`, { connectTimeoutMs: 2000, commandTimeoutMs: 5000 });
+  await waitReady(c);
+  return c;
+}
+
+export async function withNode<T>(port: number, fn: (c: RedisClient) => Promise<T>): Promise<T> {
+  const c = await nodeClient(port);
+  try {
+    return await fn(c);
+  } finally {
+    await closeRedisClient(c);
+  }
+}
+
+/** The topology as `port` sees it. */
+export async function clusterNodes(port: number = CLUSTER_PORTS[0]): Promise<ClusterNodeInfo[]> {
+  const text = await withNode(port, (c) => c.call('CLUSTER', 'NODES') as Promise<string>);
+  return text.trim().split('\n').map((line) => {
+    const [id, addr, flags, masterId] = line.split(' ');
+    return {
+      id: id!, port: Number(/:(\d+)@/.exec(addr!)![1]), master: flags!.includes('master'),
+      masterId: masterId === '-' ? null : masterId!, failed: /fail/.test(flags!),
+    };
+  });
+}
+
+/** The port of the master serving `key`, and of one replica of it. */
+export async function ownerOf(client: RedisClient, key: string): Promise<{ master: number; replica: number }> {
+  const slot = Number(await client.call('CLUSTER', 'KEYSLOT', key));
+  const slots = await client.call('CLUSTER', 'SLOTS') as Array<[number, number, ...Array<[string, number]>]>;
+  const range = slots.find(([lo, hi]) => slot >= lo && slot <= hi);
+  if (!range || range.length < 4) throw new Error(`slot ${slot} has no master with a replica`);
+  return { master: Number(range[2]![1]), replica: Number(range[3]![1]) };
+}
+
+/**
+ * Manual failover (`CLUSTER FAILOVER` on the replica): the master stops taking writes, the replica catches up
+ * with its replication offset and takes over, so no acknowledged write is lost. Resolves when every node
+ * sees `replica` as a master and the cluster is ok again; returns how long that took.
+ */
+export async function failover(replica: number): Promise<number> {
+  const t0 = performance.now();
+  await withNode(replica, (c) => c.call('CLUSTER', 'FAILOVER'));
+  const deadline = t0 + 15_000;
+  for (;;) {
+    const views = await Promise.all(CLUSTER_PORTS.map(async (p) => (await clusterNodes(p)).find((n) => n.port === replica)?.master === true));
+    const ok = await Promise.all(CLUSTER_PORTS.map((p) => withNode(p, async (c) => /cluster_state:ok/.test(await c.call('CLUSTER', 'INFO') as string))));
+    if (views.every(Boolean) && ok.every(Boolean)) return performance.now() - t0;
+    if (performance.now() > deadline) throw new Error(`failover to ${replica} not complete after 15 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface TestCluster {
+  readonly client: RedisClient;
+  /** A new `test:<uuid>` key prefix, cleaned up by close(). */
+  freshPrefix(): string;
+  /** Deletes every key under the prefixes handed out (on every master), then quits. */
+  close(): Promise<void>;
+}
+
+export async function connectTestCluster(): Promise<TestCluster> {
+  const client = createRedisClient(CLUSTER_URL, { connectTimeoutMs: 2000, commandTimeoutMs: 5000 });
+  await waitReady(client);
+  const prefixes: string[] = [];
+  return {
+    client,
+    freshPrefix: () => {
+      const p = `test:${randomUUID()}`;
+      prefixes.push(p);
+      return p;
+    },
+    close: async () => {
+      for (const { port } of (await clusterNodes()).filter((n) => n.master && !n.failed)) {
+        const keys = await withNode(port, (c) => Promise.all(prefixes.map((p) => c.keys(`${p}:*`))));
+        // one DEL per key: keys of different tenants live in different slots
+        for (const key of keys.flat()) await client.del(key);
+      }
+      await closeRedisClient(client);
+    },
+  };
+}
+
+function waitReady(c: RedisClient): Promise<void> {
+  if (c.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('Redis (cluster) not ready after 5 s')), 5000);
+    c.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
