@@ -19,11 +19,14 @@ const NOOP = (): void => {};
  * flush the buffer first, and in this build, when that flush finds the kernel's send buffer full, the new
  * write's bytes are dropped while its chunk-size line has already gone out: the client's HTTP parser then
  * fails on the next chunk (seen as a slow reader's stream cut at random, with the replica still generating).
- * So the sink keeps every cork inside the buffer: a write that would overflow it is copied aside, reported
- * as backpressure (the relay pauses the replica), and sent when the cork ends, in corks that fit.
+ * So the sink keeps every cork inside the buffer: a write that would overflow it is copied aside and sent
+ * when the cork ends, in corks that fit. Past OVERFLOW_HIGH_WATER bytes set aside, write() reports
+ * backpressure like a full socket, so a caller writing in one long cork still stops.
  * Cost: nothing for a read under about 15 KiB; above that, one copy of the overflow and one send per 15 KiB.
  */
 const CORK_BUDGET = 16 * 1024 - 1024;
+/** Bytes set aside in one cork before write() says stop (one upstream read is at most 64 KiB). */
+const OVERFLOW_HIGH_WATER = 64 * 1024;
 /** uWS frames each write as `\r\n<hex length>\r\n<data>`: at most 12 bytes besides the data. */
 const CHUNK_FRAMING = 12;
 
@@ -51,6 +54,11 @@ export class UwsSink implements ClientSink {
   private corkBytes = 0;
   /** Writes that did not fit the current cork, sent in order when it ends. */
   private overflow: Array<Uint8Array | string> | null = null;
+  private overflowBytes = 0;
+  /** write() said stop because of the overflow: the drain is owed once it is sent. */
+  private overflowStopped = false;
+  /** The overflow went out without filling the socket before anyone asked for the drain: it fires on onDrain. */
+  private drainOwed = false;
   /** An end() that came after overflowed writes (or did not fit itself): sent after them. */
   private deferredEnd: { chunk: Uint8Array | string | undefined; close: boolean } | null = null;
   private readonly res: HttpResponse;
@@ -108,6 +116,9 @@ export class UwsSink implements ClientSink {
       const cost = byteLength(chunk) + CHUNK_FRAMING;
       if (this.overflow !== null || this.corkBytes + cost > CORK_BUDGET) {
         (this.overflow ??= []).push(own(chunk));
+        this.overflowBytes += cost;
+        if (this.overflowBytes <= OVERFLOW_HIGH_WATER) return true;
+        this.overflowStopped = true;
         return false;
       }
       this.corkBytes += cost;
@@ -145,6 +156,16 @@ export class UwsSink implements ClientSink {
       this.writableHooked = true;
       this.res.onWritable(() => this.onWritable());
     }
+    if (this.drainOwed) {
+      // The stop came from the overflow, which has gone out without filling the socket: no writable event
+      // will come, so the drain is reported on the next turn (never inside the caller's own call).
+      this.drainOwed = false;
+      setImmediate(() => {
+        if (this.drainCb !== cb || this.aborted || this.ended) return;
+        this.drainCb = null;
+        cb();
+      });
+    }
   }
 
   private onWritable(): boolean {
@@ -181,6 +202,9 @@ export class UwsSink implements ClientSink {
   private flushOverflow(): void {
     const q = this.overflow;
     this.overflow = null;
+    this.overflowBytes = 0;
+    const stopped = this.overflowStopped;
+    this.overflowStopped = false;
     let full = false;
     if (q !== null) {
       let i = 0;
@@ -212,12 +236,15 @@ export class UwsSink implements ClientSink {
       this.res.end(end.chunk, end.close);
       return;
     }
-    // Everything went into the cork buffer or uWS's own: a writable event follows only if the socket is full,
-    // so a relay paused on the overflow is resumed here (a full socket reports back on its next write).
-    if (!full && !this.aborted && !this.ended && this.drainCb !== null) {
-      const f = this.drainCb;
-      this.drainCb = null;
-      f();
+    // A full socket reports back through uWS's writable event. Otherwise no event comes, so a caller stopped by
+    // the overflow is resumed here, or on its onDrain call if it has not made it yet.
+    if (!stopped || full || this.aborted || this.ended) return;
+    const f = this.drainCb;
+    if (f === null) {
+      this.drainOwed = true;
+      return;
     }
+    this.drainCb = null;
+    f();
   }
 }

@@ -43,16 +43,21 @@ after(() => {
   if (listenSocket !== null) closeListenSocket(listenSocket);
 });
 
-/** Writes events in one cork until the sink reports backpressure, then asks for the drain callback. */
+/**
+ * Writes events until the sink reports backpressure, then asks for the drain callback. One cork per 60
+ * events (about 11 KiB), as the relay corks one upstream read: uWS, not the sink's cork overflow, pushes back.
+ */
 function writeUntilPushedBack(s: UwsSink): number {
   let bytes = 0;
   let full = false;
-  s.cork(() => {
-    for (let i = 0; i < 400_000 && !full; i++) {
-      bytes += EVENT.length;
-      if (!s.write(EVENT)) full = true;
-    }
-  });
+  for (let batch = 0; batch < 6_000 && !full; batch++) {
+    s.cork(() => {
+      for (let i = 0; i < 60 && !full; i++) {
+        bytes += EVENT.length;
+        if (!s.write(EVENT)) full = true;
+      }
+    });
+  }
   if (full) s.onDrain(() => drains++);
   return full ? bytes : -1;
 }
