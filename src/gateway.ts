@@ -11,6 +11,7 @@ import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
 import type { Services } from './pipeline/services.ts';
 import { RequestPath, type PolicyFactory } from './pipeline/request-path.ts';
+import { ResponseOwners } from './pipeline/response-owners.ts';
 import { GatewayServer } from './server/app.ts';
 import { AcceptorGroup } from './threads/acceptor-group.ts';
 import { uwsIsNative } from './server/uws.ts';
@@ -69,11 +70,17 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const usage = UsageRecorder.fromConfig(cfg);
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
   const prefixIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
+  // Which replica stored each Responses API response (this thread's requests): kept across reloads.
+  const responses = new ResponseOwners();
   const path = new RequestPath(cfg, {
-    env, registry, prefixIndex, quota, tokenizer, upstream, usage, metrics, log, routingPolicy: opts.routingPolicy,
+    env, registry, prefixIndex, quota, tokenizer, upstream, usage, responses, metrics, log, routingPolicy: opts.routingPolicy,
   });
-  // A restarted replica's cache is empty: the router forgets what it believed the replica held.
-  registry.onRestart((slot) => path.services.router.replicaReset(slot));
+  // A restarted replica's cache is empty: the router forgets what it believed the replica held, and the
+  // responses it stored are gone.
+  registry.onRestart((slot) => {
+    path.services.router.replicaReset(slot);
+    responses.replicaRestarted(registry.replica(slot).id);
+  });
 
   metrics.setSources({
     ...fleetGaugeSources(registry, () => path.services.cfg),

@@ -28,6 +28,7 @@ import type { GatewayConfig } from '../../src/config/schema.ts';
 import { GatewayMetrics } from '../../src/metrics/metrics.ts';
 import { handleCompletion, newContext } from '../../src/pipeline/handle-completion.ts';
 import { ModelCatalog } from '../../src/pipeline/model-catalog.ts';
+import { ResponseOwners } from '../../src/pipeline/response-owners.ts';
 import type { RegistryStage, Services, TokenizeStage } from '../../src/pipeline/services.ts';
 import { createQuotaStore } from '../../src/quota/create-quota-store.ts';
 import type { QuotaDecision, QuotaStore } from '../../src/quota/types.ts';
@@ -64,6 +65,7 @@ function fakeRegistry(cfg: GatewayConfig): RegistryStage {
     candidates: () => slots,
     isHealthy: () => true,
     replica: (slot) => replicas[slot]!,
+    slotOf: (id) => replicas.findIndex((r) => r.id === id),
     residentAdapters: () => [],
     // A fresh row with room to spare: admission admits every request at once, as an unloaded fleet would.
     readRow: (_slot, out) => {
@@ -158,7 +160,7 @@ const pipeline: BenchScenario = async (args) => {
     cfg, catalog: new ModelCatalog(cfg), auth: new Authenticator(cfg.tenants, {}), quota, tokenizer, registry,
     router, admission,
     upstream: new CannedUpstream(streamChunks(tokens), jsonBody(tokens)) as unknown as UpstreamClient,
-    usage: UsageRecorder.fromConfig(cfg), metrics, log: silentLog,
+    usage: UsageRecorder.fromConfig(cfg), responses: new ResponseOwners(), metrics, log: silentLog,
   };
   const long: Services = { ...base, upstream: new CannedUpstream(streamChunks(tokens * 4), jsonBody(tokens * 4)) as unknown as UpstreamClient };
   const variants: Array<[string, Services]> = [

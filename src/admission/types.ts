@@ -20,7 +20,7 @@ export interface AdmissionRequest {
   /** The pool's configured block size, to turn the decision's cached blocks into tokens. */
   readonly blockSize: number;
   /** Which request field holds the prompt, for a context_length_exceeded error (`messages` or `prompt`). */
-  readonly promptParam: 'messages' | 'prompt';
+  readonly promptParam: 'messages' | 'prompt' | 'input';
 }
 
 /** Why a request was refused with server_overloaded (the shed counter's reason, the log line's detail). */

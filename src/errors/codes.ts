@@ -8,6 +8,8 @@ export const ERROR_CODES = {
   invalid_api_key: { status: 401, type: 'invalid_request_error', message: 'Incorrect API key provided.' },
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not use this model.' },
   model_not_found: { status: 404, type: 'invalid_request_error', message: 'The model does not exist.' },
+  previous_response_not_found: { status: 404, type: 'invalid_request_error', message: 'The previous response cannot be reached.' },
+  response_not_found: { status: 404, type: 'invalid_request_error', message: 'No stored response has this id.' },
   not_found: { status: 404, type: 'invalid_request_error', message: 'Unknown route.' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed on this route.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },

@@ -23,3 +23,12 @@ export function errorBody(r: Rejection): string {
 export function errorEvent(r: Rejection): string {
   return `data: ${errorBody(r)}\n\n`;
 }
+
+/**
+ * The event that ends a failed Responses API stream: `event: error` with the Responses error fields (type,
+ * code, message, param: what the AI SDK reads) and the `error` envelope (what the openai SDKs throw on).
+ */
+export function responsesErrorEvent(r: Rejection): string {
+  const e = (JSON.parse(errorBody(r)) as { error: { message: string; code: string; param: string | null } }).error;
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', code: e.code, message: e.message, param: e.param, error: e })}\n\n`;
+}

@@ -67,7 +67,7 @@ export function createLogger(level: LogLevel, opts: LoggerOptions = {}): Logger 
 /** What the pipeline knows when a request completes. No free-text request or response content. */
 export interface RequestLogFields {
   requestId: string;
-  route: 'chat' | 'completions';
+  route: 'chat' | 'completions' | 'responses';
   tenant: string | null;
   /** Model name as requested (truncated to 128 chars: it is client input). */
   model: string | null;

@@ -11,7 +11,7 @@ import { BoundedLabel, CappedLabel, OTHER_LABEL } from './labels.ts';
 
 export type { Incrementer, Observer } from './fast-children.ts';
 
-export const ROUTES = ['chat', 'completions'] as const;
+export const ROUTES = ['chat', 'completions', 'responses'] as const;
 export const TIERS = ['premium', 'standard', 'batch'] as const;
 export const ADMISSION_RESULTS = ['admitted', 'queued', 'shed'] as const;
 export const QUOTA_RESULTS = ['ok', 'rate_limit_exceeded', 'concurrency_limit_exceeded', 'quota_unavailable', 'degraded'] as const;

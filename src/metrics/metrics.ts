@@ -9,7 +9,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { AggregatorRegistry, Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.ts';
-import { Binding, CANCEL_PHASES, QUOTA_RESULTS, UPSTREAM_ERROR_KINDS } from './binding.ts';
+import { Binding, CANCEL_PHASES, QUOTA_RESULTS, ROUTES, UPSTREAM_ERROR_KINDS } from './binding.ts';
 import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
 import { defineFamilies, type Families } from './families.ts';
 import { defineScrapeGauges, type MetricSources } from './scrape-gauges.ts';
@@ -17,7 +17,7 @@ import { defineThreadMetrics, type ThreadMetrics } from './thread-metrics.ts';
 import { WorkerCollector } from './worker-collector.ts';
 import { METRICS_CHANNEL_NAME, type MetricsSnapshot } from './worker-metrics.ts';
 
-export type RouteName = 'chat' | 'completions';
+export type RouteName = 'chat' | 'completions' | 'responses';
 export type AdmissionResult = 'admitted' | 'queued' | 'shed';
 export type QuotaResult = (typeof QUOTA_RESULTS)[number];
 export type UpstreamErrorKind = (typeof UPSTREAM_ERROR_KINDS)[number];
@@ -107,7 +107,7 @@ export class GatewayMetrics {
     this.thread = defineThreadMetrics(reg);
     this.b = new Binding(cfg, this.f);
     const f = this.f;
-    this.overheadByRoute = [histogramChild(f.overhead, 'chat'), histogramChild(f.overhead, 'completions')];
+    this.overheadByRoute = ROUTES.map((r) => histogramChild(f.overhead, r));
     this.quotaChildren = recordOf(QUOTA_RESULTS, (r) => counterChild(f.quota, r));
     this.upstreamErrorChildren = recordOf(UPSTREAM_ERROR_KINDS, (k) => counterChild(f.upstreamErrors, k));
     this.cancelLatency = recordOf(CANCEL_PHASES, (p) => histogramChild(f.cancelLatency, p));
@@ -140,7 +140,7 @@ export class GatewayMetrics {
 
   requestEnded(o: RequestOutcome): void {
     const b = this.b;
-    const routeIndex = o.route === 'chat' ? 0 : 1;
+    const routeIndex = ROUTES.indexOf(o.route);
     const poolIndex = b.pools.index(o.pool);
     const rs = b.routeSlot(routeIndex, poolIndex);
     const ps = b.poolSlots[poolIndex]!;

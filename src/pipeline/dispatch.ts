@@ -18,7 +18,7 @@ import { reply } from './finish-request.ts';
 import { upstreamBody, type ParsedBody, type Route } from './parse-body.ts';
 import type { RequestContext } from './request-context.ts';
 import type { Services } from './services.ts';
-import { UpstreamAttempt, type AttemptPlan, type ReplyHashing } from './upstream-attempt.ts';
+import { UpstreamAttempt, type AttemptPlan, type ReplyHashing, type StoredResponses } from './upstream-attempt.ts';
 
 export type Routed = Extract<RouteResult, { ok: true }>;
 /** The tokenize stage's result: count, block hashes, and the ids after the last full block. */
@@ -26,10 +26,10 @@ export type TokenizedPrompt = Awaited<ReturnType<Services['tokenizer']['tokenize
 
 const SSE_HEADERS: HeaderList = [['content-type', 'text/event-stream; charset=utf-8'], ['cache-control', 'no-cache'], ['x-accel-buffering', 'no']];
 const JSON_HEADERS: HeaderList = [['content-type', 'application/json']];
-const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions: '/v1/completions' };
+const PATHS: Record<Route, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', responses: '/v1/responses' };
 
 /** What every attempt of one request sends, and what the attempts so far have learnt. One per request. */
-export class UpstreamJob implements AttemptPlan, ReplyHashing {
+export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
   readonly request: UpstreamRequest;
   readonly routeReq: RouteRequest;
   readonly reservedOutputTokens: number;
@@ -40,6 +40,8 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
   readonly upstream: AttemptPlan['upstream'];
   /** This job, when the routing policy learns finished replies and the tokenizer can hash them; else null. */
   readonly replies: ReplyHashing | null;
+  /** This job when it is a Responses API request the replica stores (its id and turn are then remembered). */
+  readonly stored: StoredResponses | null;
   readonly poolId: string;
   /** Response headers for the client (content type, request id, rate limits), before the route header. */
   readonly clientHeaders: HeaderList;
@@ -49,6 +51,9 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
   private readonly pool: PoolConfig;
   private readonly kind: 'chat' | 'completion';
   private readonly prompt: TokenizedPrompt;
+  private readonly parsed: ParsedBody;
+  private readonly owners: Services['responses'];
+  private readonly tenant: string;
   /** Slots tried so far (the router skips them); the route request reads this array. */
   private readonly excluded: number[] = [];
   attempts = 0;
@@ -57,7 +62,7 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
   lastFailure: RetryableFailure | null = null;
 
   constructor(svc: Services, ctx: RequestContext, parsed: ParsedBody, target: { pool: PoolConfig; adapter: string | null },
-    prompt: TokenizedPrompt, maxTokens: number, limitHeaders: HeaderList) {
+    prompt: TokenizedPrompt, maxTokens: number, limitHeaders: HeaderList, pinned = -1) {
     const up = svc.cfg.upstream;
     const pool = target.pool;
     this.request = {
@@ -68,6 +73,7 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
       bodyTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 60000 : up.request_timeout_ms,
     };
     this.routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens: prompt.promptTokens, maxTokens, blockHashes: prompt.blockHashes, excluded: this.excluded };
+    if (pinned >= 0) this.routeReq.pinned = pinned;
     this.reservedOutputTokens = maxTokens * parsed.n;
     this.blockSize = pool.block_size;
     this.firstTokenTimeoutMs = up.first_token_timeout_ms;
@@ -80,11 +86,20 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing {
     this.replies = svc.router.policy.finished !== undefined && svc.tokenizer.replyHashes !== undefined && prompt.tailTokens !== undefined && parsed.n === 1 ? this : null;
     this.tokenizer = svc.tokenizer;
     this.pool = pool;
-    this.kind = ctx.route === 'chat' ? 'chat' : 'completion';
+    this.kind = ctx.route === 'completions' ? 'completion' : 'chat';
+    this.parsed = parsed;
+    this.owners = svc.responses;
+    this.tenant = ctx.tenant?.name ?? '';
+    this.stored = parsed.responses?.store === true ? this : null;
     this.prompt = prompt;
     this.poolId = pool.id;
     this.clientHeaders = [...(parsed.stream ? SSE_HEADERS : JSON_HEADERS), ['x-request-id', ctx.id], ...limitHeaders];
     this.limitHeaders = limitHeaders;
+  }
+
+  /** StoredResponses: the replica stored response `id`; a follow-up naming it is sent there. */
+  produced(replicaId: string, id: string, outputTexts: string[]): void {
+    this.owners.remember(id, this.tenant, this.poolId, replicaId, { messages: this.parsed.messages!, outputTexts });
   }
 
   tried(slot: number): void {

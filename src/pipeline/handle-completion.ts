@@ -9,7 +9,7 @@
 // Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota, the
 // admission queue (only when the pool is full) and the upstream attempts.
 import type { PoolConfig } from '../config/schema.ts';
-import { errorEvent } from '../errors/openai-error-body.ts';
+import { errorEvent, responsesErrorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
 import type { AdmissionRequest } from '../admission/types.ts';
@@ -21,6 +21,7 @@ import type { ModelTarget } from './model-catalog.ts';
 import { parseBody, type ParsedBody, type Route } from './parse-body.ts';
 import { RequestContext } from './request-context.ts';
 import { requestIdFor } from './request-id.ts';
+import { prepareResponses } from './responses-stage.ts';
 import type { Services, TenantIdentity } from './services.ts';
 
 
@@ -43,7 +44,7 @@ export async function handleCompletion(svc: Services, ctx: RequestContext, req: 
   } catch (err) {
     svc.log.error({ err, request_id: ctx.id }, 'request failed with an internal error');
     if (!ctx.sink.started) reply(ctx, { code: 'internal_error' }, []);
-    else ctx.sink.cork(() => ctx.sink.end(errorEvent({ code: 'internal_error' })));
+    else ctx.sink.cork(() => ctx.sink.end((ctx.route === 'responses' ? responsesErrorEvent : errorEvent)({ code: 'internal_error' })));
     ctx.status = ctx.sink.started && ctx.status === 200 ? 200 : 500;
     ctx.code = 'internal_error';
   } finally {
@@ -70,6 +71,8 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   if (parsed === null) return;
   const target = resolve(svc, ctx, parsed, req.tenant);
   if (target === null) return;
+  const pinned = parsed.responses !== null ? prepareResponses(svc, ctx, parsed, target.pool) : -1;
+  if (pinned === null) return;
   let prompt: TokenizedPrompt;
   try {
     prompt = await svc.tokenizer.tokenize(promptWork(parsed, target), tokenizeSignal(svc, ctx, parsed));
@@ -84,10 +87,10 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   const decision = await svc.quota.acquire(req.tenant.limits, ctx.quotaId, cost);
   const limitHeaders = quotaGranted(svc, ctx, req.tenant, decision, cost);
   if (limitHeaders === null) return;
-  const job = new UpstreamJob(svc, ctx, parsed, target, prompt, maxTokens, limitHeaders);
+  const job = new UpstreamJob(svc, ctx, parsed, target, prompt, maxTokens, limitHeaders, pinned);
   const areq: AdmissionRequest = {
     route: job.routeReq, n: parsed.n, tier: req.tenant.slaTier, blockSize: target.pool.block_size,
-    promptParam: parsed.messages !== null ? 'messages' : 'prompt',
+    promptParam: promptParam(parsed),
   };
   const reservation = prompt.promptTokens + job.reservedOutputTokens;
   for (;;) {
@@ -159,7 +162,7 @@ function tokenizeSignal(svc: Services, ctx: RequestContext, parsed: ParsedBody):
 function tokenizeFailed(ctx: RequestContext, parsed: ParsedBody, err: unknown): void {
   if (halted(ctx, [])) return;
   if ((err as Error).name !== 'ChatTemplateError') throw err;
-  reply(ctx, { code: 'invalid_value', param: parsed.messages !== null ? 'messages' : 'prompt', message: `The prompt could not be tokenized: ${(err as Error).message}` }, []);
+  reply(ctx, { code: 'invalid_value', param: promptParam(parsed), message: `The prompt could not be tokenized: ${(err as Error).message}` }, []);
 }
 
 /** max_tokens for the request (the pool's default, capped by the room left); null when it does not fit. */
@@ -167,7 +170,7 @@ function checkContext(ctx: RequestContext, parsed: ParsedBody, pool: PoolConfig,
   const room = pool.max_context_tokens - promptTokens;
   const maxTokens = parsed.maxTokens ?? Math.min(pool.default_max_tokens, room);
   if (room <= 0 || maxTokens > room) {
-    const what = parsed.messages !== null ? 'messages' : 'prompt';
+    const what = promptParam(parsed);
     reply(ctx, {
       code: 'context_length_exceeded',
       param: what,
@@ -229,6 +232,11 @@ function promptChars(p: ParsedBody): number {
 }
 
 const NO_RETRY = ['x-should-retry', 'false'] as const;
+
+/** The field the prompt came from, for errors that name it. */
+function promptParam(p: ParsedBody): 'messages' | 'prompt' | 'input' {
+  return p.responses !== null ? 'input' : p.messages !== null ? 'messages' : 'prompt';
+}
 
 function rateLimitHeaders(d: QuotaDecision): HeaderList {
   return [

@@ -5,8 +5,10 @@
 // a UTF-8 check of the bytes (~0.4 µs), a scan for surrogate escapes, and a nesting-depth walk of the parsed object (~0.8 µs) for that body.
 import { isUtf8 } from 'node:buffer';
 import type { Rejection } from '../errors/rejection.ts';
+import type { ChatMessage } from '../tokenize/types.ts';
+import { parseResponsesFields } from './parse-responses.ts';
 
-export type Route = 'chat' | 'completions';
+export type Route = 'chat' | 'completions' | 'responses';
 
 export interface ChatMessageIn {
   role: string;
@@ -27,11 +29,22 @@ export interface ParsedBody {
   /** The request's tools (they change the Llama 3.1 prompt), or null. */
   tools: unknown[] | null;
   prompt: string | number[] | null;
+  /** POST /v1/responses only: what the conversation is rendered from (`messages` is set from it later). */
+  responses: ResponsesFields | null;
+}
+
+export interface ResponsesFields {
+  instructions: string | null;
+  previousResponseId: string | null;
+  /** `input` as chat messages. */
+  input: ChatMessage[];
+  /** The replica keeps the response (default true): only then can a later request continue it. */
+  store: boolean;
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'ipython', 'function']);
 
-function invalid(param: string, message: string): Rejection {
+export function invalid(param: string, message: string): Rejection {
   return { code: 'invalid_value', param, message };
 }
 
@@ -124,6 +137,11 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
     if (stream !== true) return invalid('stream_options', 'stream_options is only allowed when stream is true');
   }
   let maxTokens: number | null = null;
+  if (route === 'responses') {
+    const r = parseResponsesFields(body);
+    if ('code' in r) return r;
+    return { raw: body, model, stream: stream === true, includeUsage: false, maxTokens: r.maxTokens, n: 1, messages: r.fields.input as ChatMessageIn[], tools: null, prompt: null, responses: r.fields };
+  }
   for (const key of ['max_completion_tokens', 'max_tokens'] as const) {
     const v = body[key];
     if (v === undefined || v === null) continue;
@@ -159,7 +177,7 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
     }
     const tools = body.tools;
     if (tools !== undefined && tools !== null && !Array.isArray(tools)) return invalid('tools', 'tools must be an array');
-    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], tools: (tools as unknown[] | undefined) ?? null, prompt: null };
+    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], tools: (tools as unknown[] | undefined) ?? null, prompt: null, responses: null };
   }
   let prompt = body.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];
@@ -170,7 +188,7 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
   } else {
     return invalid('prompt', 'prompt must be a string, an array with one string, or an array of token ids');
   }
-  return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, tools: null, prompt: prompt as string | number[] };
+  return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: null, tools: null, prompt: prompt as string | number[], responses: null };
 }
 
 /**
@@ -182,6 +200,10 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
 export function upstreamBody(p: ParsedBody, servedModel: string, maxTokens: number): string {
   const out = p.raw;
   out.model = servedModel;
+  if (p.responses !== null) {
+    out.max_output_tokens = maxTokens;
+    return JSON.stringify(out);
+  }
   if (out.max_completion_tokens !== undefined) out.max_completion_tokens = undefined;
   out.max_tokens = maxTokens;
   if (p.stream) {

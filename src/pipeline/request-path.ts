@@ -16,6 +16,7 @@ import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { GatewayMetrics } from '../metrics/metrics.ts';
 import { ModelCatalog } from './model-catalog.ts';
+import type { ResponseOwners } from './response-owners.ts';
 import type { LogStage, RegistryStage, Services, TokenizeStage } from './services.ts';
 
 export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
@@ -28,6 +29,8 @@ export interface RequestPathParts {
   tokenizer: TokenizeStage;
   upstream: UpstreamClient;
   usage: UsageRecorder;
+  /** The thread's Responses API owner map, kept across reloads. */
+  responses: ResponseOwners;
   metrics: GatewayMetrics;
   log: LogStage;
   routingPolicy?: PolicyFactory | undefined;
@@ -74,7 +77,7 @@ export class RequestPath {
     this.admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: this.connectionsPerReplica, pollMs: c.registry.scrape_interval_ms });
     return Object.freeze({
       cfg: c, catalog: new ModelCatalog(c), auth: new Authenticator(c.tenants, p.env), quota: p.quota, tokenizer: p.tokenizer,
-      registry: p.registry, router, admission: this.admission, upstream: p.upstream, usage: p.usage, metrics: p.metrics, log: p.log,
+      registry: p.registry, router, admission: this.admission, upstream: p.upstream, usage: p.usage, responses: p.responses, metrics: p.metrics, log: p.log,
     });
   }
 }

@@ -9,6 +9,7 @@ import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { ReplyHashRequest } from '../tokenize/prompt-tokenizer.ts';
 import type { ModelCatalog } from './model-catalog.ts';
+import type { ResponseOwners } from './response-owners.ts';
 import type { ChatMessageIn } from './parse-body.ts';
 import type { PoolConfig } from '../config/schema.ts';
 import type { CancelPhase, QuotaResult, RequestOutcome, UpstreamErrorKind } from '../metrics/metrics.ts';
@@ -37,6 +38,8 @@ export interface TokenizeStage {
 }
 
 export interface RegistryStage extends FleetView {
+  /** -1 when no live member has this id. */
+  slotOf(replicaId: string): number;
   replica(slot: number): { readonly id: string; readonly url: string; readonly draining: boolean; readonly adapters: readonly string[] | null };
   reportDataPlaneFailure(slot: number): void;
   reportDataPlaneSuccess(slot: number): void;
@@ -72,6 +75,8 @@ export interface Services {
   readonly admission: AdmissionController;
   readonly upstream: UpstreamClient;
   readonly usage: UsageRecorder;
+  /** Kept across config reloads: which replica stored each Responses API response. */
+  readonly responses: ResponseOwners;
   readonly metrics: MetricsStage | null;
   readonly log: LogStage;
 }

@@ -14,7 +14,9 @@ import { errorBody } from '../errors/openai-error-body.ts';
 import type { Rejection } from '../errors/rejection.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import { SseRelay } from '../relay/sse-relay.ts';
-import { jsonFigures, replyText } from '../relay/json-figures.ts';
+import { ResponsesRelay } from '../relay/responses-relay.ts';
+import type { StreamRelay } from '../relay/stream-relay.ts';
+import { finishedReply, jsonBodyFigures, streamFigures } from './attempt-figures.ts';
 import type { InflightLedger, LedgerEntry } from '../registry/inflight-ledger.ts';
 import { predictedCachedTokens } from '../router/cached-tokens.ts';
 import type { Router } from '../router/route.ts';
@@ -40,6 +42,13 @@ export interface AttemptPlan {
   readonly upstream: Pick<UpstreamClient, 'dispatch'>;
   /** Hashes finished replies for the router; null or absent when its policy does not take them (setup). */
   readonly replies?: ReplyHashing | null;
+  /** A Responses API request the replica stores: told the id and output of the response it produced. */
+  readonly stored?: StoredResponses | null;
+}
+
+/** Remembers which replica stored a Responses API response (src/pipeline/response-owners.ts). */
+export interface StoredResponses {
+  produced(replicaId: string, id: string, outputTexts: string[]): void;
 }
 
 /** A finished reply's block hashes, continuing the request's prompt chain (src/tokenize/reply-hashes.ts). */
@@ -58,7 +67,10 @@ export class UpstreamAttempt implements UpstreamHandler {
   private status = 0;
   private chunks: Buffer[] = [];
   private collected = 0;
-  private relay: SseRelay | null = null;
+  private relay: StreamRelay | null = null;
+  /** The first output token was seen (ledger, router and TTFT told); for chat, at the first event. */
+  private firstToken = false;
+  private storedDone = false;
   private relayedTokens = 0;
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
@@ -169,15 +181,14 @@ export class UpstreamAttempt implements UpstreamHandler {
     let relay = this.relay;
     const sink = ctx.sink;
     if (relay === null) {
-      // First byte of the stream: vLLM sends nothing before the first token, so this is TTFT.
+      // First byte of the stream: from here on nothing is retried. For chat and completions vLLM sends
+      // nothing before the first token, so this is also TTFT; a Responses stream opens with two events
+      // sent before prefill, and its first token is its first output_text.delta (the relay says when).
       this.clearTimer();
-      const now = performance.now();
-      ctx.firstTokenAt = now;
-      ctx.ttftMs = now - ctx.startedAt;
       ctx.phase = 'streaming';
-      if (this.entry !== null) this.plan.ledger.firstToken(this.entry);
-      this.plan.router.firstToken(this.plan.routeReq, this.decision, now - this.dispatchedAt);
-      relay = this.relay = new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat', this.plan.replies != null);
+      relay = this.relay = ctx.route === 'responses'
+        ? new ResponsesRelay(sink, ctx.maxTokens)
+        : new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat', this.plan.replies != null);
       sink.cork(() => {
         sink.begin(200, this.headers);
         this.push(relay!, chunk);
@@ -189,6 +200,8 @@ export class UpstreamAttempt implements UpstreamHandler {
         this.chunk = null;
       });
     }
+    if (!this.firstToken && relay.sawFirstToken) this.onFirstToken();
+    if (relay.sawDone && this.plan.stored != null && relay instanceof ResponsesRelay) this.storedBy(relay.responseId, relay.figures?.outputTexts);
     const delta = relay.tokens - this.relayedTokens;
     if (delta > 0 && this.entry !== null) {
       this.relayedTokens = relay.tokens;
@@ -196,7 +209,28 @@ export class UpstreamAttempt implements UpstreamHandler {
     }
   }
 
-  private push(relay: SseRelay, chunk: Buffer): void {
+  /** The first output token reached the client: TTFT, and the ledger's and the router's first-token feedback. */
+  private onFirstToken(): void {
+    this.firstToken = true;
+    const now = performance.now();
+    this.ctx.firstTokenAt = now;
+    this.ctx.ttftMs = now - this.ctx.startedAt;
+    if (this.entry !== null) this.plan.ledger.firstToken(this.entry);
+    this.plan.router.firstToken(this.plan.routeReq, this.decision, now - this.dispatchedAt);
+  }
+
+  /**
+   * The replica stored this response: remembered at once, before the client can read its end and send a
+   * follow-up naming it. Once per attempt.
+   */
+  private storedBy(id: string | null | undefined, texts: string[] | undefined): void {
+    const stored = this.plan.stored;
+    if (stored == null || id == null || this.ctx.replicaId === null || this.storedDone) return;
+    this.storedDone = true;
+    stored.produced(this.ctx.replicaId, id, texts ?? []);
+  }
+
+  private push(relay: StreamRelay, chunk: Buffer): void {
     if (relay.push(chunk)) {
       // The client is slower than the replica: stop reading the replica's socket until the client drains,
       // so memory stays at one chunk per stream instead of growing with the stream.
@@ -242,8 +276,10 @@ export class UpstreamAttempt implements UpstreamHandler {
         ctx.sink.end(body);
       });
       // After the send: the usage figures are for the record, not for the client, so reading them waits.
-      this.takeJsonFigures(body);
-      if (this.plan.replies != null && finishedReply(ctx.finishReason)) this.keepReply(replyText(body, ctx.route === 'chat'));
+      const f = jsonBodyFigures(ctx, body, this.plan.replies != null);
+      this.reportedCached = f.cached;
+      this.storedBy(f.responseId, f.outputTexts);
+      this.keepReply(f.reply);
       return this.settle({ kind: 'sent', failure: null });
     }
     const rejection = normaliseUpstreamError(this.status, body);
@@ -303,29 +339,9 @@ export class UpstreamAttempt implements UpstreamHandler {
     this.settle({ kind: 'cancelled' });
   }
 
-  private takeStreamFigures(relay: SseRelay): void {
-    const ctx = this.ctx;
-    ctx.finishReason = relay.finishReason;
-    if (relay.usage !== null) {
-      ctx.outputTokens = relay.usage.completionTokens;
-      ctx.cachedTokens = relay.usage.cachedTokens;
-      this.reportedCached = relay.usage.cachedTokens;
-      if (relay.usage.promptTokens > 0) ctx.inputTokens = relay.usage.promptTokens;
-    } else {
-      ctx.outputTokens = relay.tokens;
-    }
-  }
-
-  private takeJsonFigures(body: Buffer): void {
-    const f = jsonFigures(body);
-    // A body we cannot read is still passed through; billing keeps the gateway's own prompt count.
-    if (f === null) return;
-    const ctx = this.ctx;
-    ctx.outputTokens = f.completionTokens;
-    ctx.cachedTokens = f.cachedTokens;
-    this.reportedCached = f.cachedTokens;
-    if (f.promptTokens > 0) ctx.inputTokens = f.promptTokens;
-    ctx.finishReason = f.finishReason;
+  private takeStreamFigures(relay: StreamRelay): void {
+    const cached = streamFigures(this.ctx, relay);
+    if (cached !== null) this.reportedCached = cached;
   }
 
   /** Keeps a complete reply's text for its block hashes: only when the policy takes them and it ended with stop or length. */
@@ -372,8 +388,4 @@ export class UpstreamAttempt implements UpstreamHandler {
     this.ctx.call = null;
     this.resolve!(o);
   }
-}
-
-function finishedReply(finishReason: string | null): finishReason is 'stop' | 'length' {
-  return finishReason === 'stop' || finishReason === 'length';
 }

@@ -8,7 +8,11 @@ const TYPE_BY_STATUS: Record<number, string> = {
   413: 'invalid_request_error', 415: 'invalid_request_error', 422: 'invalid_request_error',
 };
 
-export function normaliseUpstreamError(status: number, body: Buffer): Rejection {
+/**
+ * `notFound`: the code of a 404 whose body has none. A completion's 404 is an unknown model, except vLLM's
+ * "Response with id '…' not found." (a previous_response_id the replica does not hold).
+ */
+export function normaliseUpstreamError(status: number, body: Buffer, notFound = 'model_not_found'): Rejection {
   let message = `The replica answered with status ${status}.`;
   let wireCode: string | undefined;
   try {
@@ -24,7 +28,7 @@ export function normaliseUpstreamError(status: number, body: Buffer): Rejection 
   }
   if (status >= 500) return { code: 'upstream_error', message };
   if (wireCode === undefined) {
-    wireCode = status === 404 ? 'model_not_found'
+    wireCode = status === 404 ? (notFound === 'model_not_found' && message.startsWith('Response with id ') ? 'previous_response_not_found' : notFound)
       : /maximum context length/i.test(message) ? 'context_length_exceeded'
         : 'upstream_bad_request';
   }

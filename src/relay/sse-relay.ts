@@ -19,6 +19,7 @@ import { errorEvent } from '../errors/openai-error-body.ts';
 import type { Rejection } from '../errors/rejection.ts';
 import { escapedAt, findJsonString, ReplyTextBuilder, type JsonStringSpan } from './json-string.ts';
 import { usageNumbers } from './usage-numbers.ts';
+import type { StreamRelay } from './stream-relay.ts';
 
 const DONE = Buffer.from('data: [DONE]');
 const ERROR_PREFIX = Buffer.from('data: {"error"');
@@ -45,7 +46,9 @@ export interface RelayUsage {
   cachedTokens: number;
 }
 
-export class SseRelay {
+export class SseRelay implements StreamRelay {
+  /** vLLM sends a chat or completions stream's first event with its first token. */
+  readonly sawFirstToken = true;
   /** Token events relayed so far (content deltas; the chat role chunk is not a token). */
   tokens = 0;
   dataEvents = 0;

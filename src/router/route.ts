@@ -61,9 +61,10 @@ export class Router {
     let healthy = 0;
     for (let i = 0; i < members.length; i++) {
       const slot = members[i]!;
+      if (req.pinned !== undefined && slot !== req.pinned) continue;
       if (!fleet.isHealthy(slot)) continue;
       const r = fleet.replica(slot);
-      if (r.draining) continue;
+      if (r.draining && req.pinned === undefined) continue;
       if (req.adapter !== null && r.adapters !== null && !r.adapters.includes(req.adapter)) continue;
       healthy++;
       if (req.excluded.includes(slot)) continue;

@@ -33,6 +33,11 @@ export interface RouteRequest {
   blockHashes: Float64Array;
   /** Slots already tried by earlier attempts of this request. */
   excluded: readonly number[];
+  /**
+   * The one slot this request may go to (a Responses API follow-up: only the replica that stored the previous
+   * response can continue it), draining or not; absent for every other request.
+   */
+  pinned?: number;
 }
 
 /** Why a policy chose its replica, for the route header and the decisions metric. */

@@ -1,5 +1,5 @@
-// The route table on uWS: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{id},
-// /metrics, /healthz, /readyz; OPTIONS on each (CORS preflights answered here, never forwarded); everything else
+// The route table on uWS: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET
+// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/models, GET /v1/models/{id}, /metrics, /healthz, /readyz; OPTIONS on each (CORS preflights answered here, never forwarded); everything else
 // 404/405 in the OpenAI envelope, a 405 with `Allow`. Every response carries x-request-id (the client's when well
 // formed) and, for an allowed browser origin, the CORS headers. Request headers are copied synchronously (uWS
 // HttpRequest is invalid after the handler returns), onAborted is registered before any await (UwsSink), and the
@@ -14,6 +14,7 @@ import { checkHead } from './request-head.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
+import { forwardStoredResponse } from '../pipeline/stored-response.ts';
 import { requestIdFor } from '../pipeline/request-id.ts';
 import type { RequestContext } from '../pipeline/request-context.ts';
 import type { Services, TenantIdentity } from '../pipeline/services.ts';
@@ -21,15 +22,35 @@ import type { Route } from '../pipeline/parse-body.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 
 const MODEL_PREFIX = '/v1/models/';
+const RESPONSE_PREFIX = '/v1/responses/';
+const CANCEL_SUFFIX = '/cancel';
 
 /** The methods of each route (the `Allow` of a 405 and of an OPTIONS answer). */
 const ROUTES: ReadonlyMap<string, string> = new Map([
-  ['/v1/chat/completions', 'POST, OPTIONS'], ['/v1/completions', 'POST, OPTIONS'], ['/v1/models', 'GET, OPTIONS'],
+  ['/v1/chat/completions', 'POST, OPTIONS'], ['/v1/completions', 'POST, OPTIONS'], ['/v1/responses', 'POST, OPTIONS'], ['/v1/models', 'GET, OPTIONS'],
   ['/healthz', 'GET, OPTIONS'], ['/readyz', 'GET, OPTIONS'], ['/metrics', 'GET, OPTIONS'],
 ]);
 
 function allowedMethods(url: string): string | undefined {
-  return ROUTES.get(url) ?? (url.startsWith(MODEL_PREFIX) ? 'GET, OPTIONS' : undefined);
+  const known = ROUTES.get(url);
+  if (known !== undefined) return known;
+  if (url.startsWith(MODEL_PREFIX)) return 'GET, OPTIONS';
+  const id = responseIdOf(url);
+  if (id === null) return undefined;
+  return id.cancel ? 'POST, OPTIONS' : 'GET, OPTIONS';
+}
+
+/** The id of /v1/responses/{id} or /v1/responses/{id}/cancel (percent-decoded), or null for another path. */
+function responseIdOf(url: string): { id: string; cancel: boolean } | null {
+  if (!url.startsWith(RESPONSE_PREFIX)) return null;
+  const cancel = url.endsWith(CANCEL_SUFFIX);
+  const raw = url.slice(RESPONSE_PREFIX.length, cancel ? -CANCEL_SUFFIX.length : undefined);
+  if (raw === '' || raw.includes('/')) return null;
+  try {
+    return { id: decodeURIComponent(raw), cancel };
+  } catch {
+    return { id: raw, cancel };
+  }
 }
 
 const NOT_FOUND = errorBody({ code: 'not_found' });
@@ -64,6 +85,9 @@ export class GatewayServer {
     const app = createApp();
     app.post('/v1/chat/completions', (res, req) => this.completion('chat', res, req));
     app.post('/v1/completions', (res, req) => this.completion('completions', res, req));
+    app.post('/v1/responses', (res, req) => this.completion('responses', res, req));
+    app.get('/v1/responses/*', (res, req) => this.storedResponse(res, req, false));
+    app.post('/v1/responses/*', (res, req) => this.storedResponse(res, req, true));
     app.get('/v1/models', (res, req) => this.models(res, req, null));
     app.get('/v1/models/*', (res, req) => this.models(res, req, req.getUrl().slice(MODEL_PREFIX.length)));
     app.get('/healthz', (res, req) => this.plain(this.open(res, req), 200, 'ok'));
@@ -228,6 +252,27 @@ export class GatewayServer {
     }
     sink.begin(204, [['allow', allow]]);
     sink.endWithoutBody();
+  }
+
+  /** GET /v1/responses/{id} (cancel false) or POST /v1/responses/{id}/cancel: to the replica that stored it. */
+  private storedResponse(res: HttpResponse, req: HttpRequest, cancel: boolean): void {
+    const svc = this.services;
+    const url = req.getUrl();
+    const target = responseIdOf(url);
+    const authorization = req.getHeader('authorization') || undefined;
+    const sink = this.open(res, req);
+    if (target === null || target.cancel !== cancel) {
+      const allow = allowedMethods(url);
+      if (allow === undefined) this.json(sink, 404, NOT_FOUND);
+      else this.json(sink, 405, METHOD_NOT_ALLOWED, [['allow', allow]]);
+      return;
+    }
+    const tenant = svc.auth.authenticate(authorization);
+    if (tenant === null) {
+      this.json(sink, 401, INVALID_API_KEY);
+      return;
+    }
+    forwardStoredResponse(svc, sink, sink.extra![0]![1], tenant, target.id, cancel);
   }
 
   private models(res: HttpResponse, req: HttpRequest, id: string | null): void {

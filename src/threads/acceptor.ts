@@ -7,6 +7,7 @@
 import { BroadcastChannel, type MessagePort } from 'node:worker_threads';
 import { GatewayServer } from '../server/app.ts';
 import { RequestPath } from '../pipeline/request-path.ts';
+import { ResponseOwners } from '../pipeline/response-owners.ts';
 import { GatewayMetrics } from '../metrics/metrics.ts';
 import type { MetricsChannelMessage } from '../metrics/worker-metrics.ts';
 import { RegistryMirror } from '../registry/registry-mirror.ts';
@@ -32,11 +33,17 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
     tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))], inlineObserver: metrics.thread.tokenizeInline,
   });
   const upstream = new UpstreamClient(cfg.upstream);
+  // Every acceptor's owner map is replicated to the others: a follow-up may arrive on another thread.
+  const responses = new ResponseOwners();
+  responses.share(`${data.metricsChannel}:responses`);
   const path = new RequestPath(cfg, {
     env: data.env, registry, prefixIndex: new PrefixIndex(data.prefixBuffer), quota: new RemoteQuotaStore(caller), tokenizer, upstream,
-    usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(port)] : []), metrics, log,
+    usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(port)] : []), responses, metrics, log,
   });
-  registry.onRestart((slot) => path.services.router.replicaReset(slot));
+  registry.onRestart((slot) => {
+    path.services.router.replicaReset(slot);
+    responses.replicaRestarted(registry.replica(slot).id);
+  });
   metrics.setSources({ inflight: () => server.inflightCount, admissionQueueDepth: () => path.admission.queueDepths() });
 
   const server = new GatewayServer(path.services, {
@@ -112,6 +119,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
       clearInterval(pushTimer);
       metrics.close();
       channel.close();
+      responses.close();
       server.closeConnections();
       log.flush();
       // Every usage record and settle this thread posted is ahead of this message on the port.

@@ -36,6 +36,8 @@ export interface UpstreamCall {
 }
 
 export interface UpstreamRequest {
+  /** POST when absent (every completion); GET for a stored response. */
+  method?: 'GET' | 'POST';
   path: string;
   /** The JSON body, written with the head in one string. */
   body: string;
@@ -349,7 +351,7 @@ export class UpstreamClient {
 
 /** The request head and body as one string: one write, no Buffer. */
 function renderRequest(hostHeader: string, req: UpstreamRequest): string {
-  let head = `POST ${req.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
+  let head = `${req.method ?? 'POST'} ${req.path} HTTP/1.1\r\nhost: ${hostHeader}\r\n`;
   const h = req.headers;
   for (const k in h) {
     const v = h[k]!;

@@ -64,6 +64,8 @@ interface ResponsesRequest {
   instructions: string | null;
   previousResponseId: string | null;
   maxOutputTokens: number | null;
+  /** Mock extension (as for chat): generate exactly max_output_tokens. vLLM ignores the field here. */
+  ignoreEos: boolean;
   input: unknown;
 }
 
@@ -76,7 +78,7 @@ function parse(raw: string): ResponsesRequest | VllmError {
   } catch {
     return validationError('json_invalid', ['body', 0], 'JSON decode error');
   }
-  for (const f of ['stream', 'store', 'background'] as const) {
+  for (const f of ['stream', 'store', 'background', 'ignore_eos'] as const) {
     const v = body[f];
     if (v !== undefined && v !== null && typeof v !== 'boolean') return validationError('bool_type', ['body', f], 'Input should be a valid boolean');
   }
@@ -96,6 +98,7 @@ function parse(raw: string): ResponsesRequest | VllmError {
     instructions: typeof body.instructions === 'string' ? body.instructions : null,
     previousResponseId: typeof body.previous_response_id === 'string' ? body.previous_response_id : null,
     maxOutputTokens: typeof mot === 'number' ? mot : null,
+    ignoreEos: body.ignore_eos === true,
     input: body.input,
   };
 }
@@ -142,7 +145,7 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
     return sendError(res, badRequest(`'max_output_tokens' is too large: ${r.maxOutputTokens}. This model's maximum context length is ${ctx.maxModelLen} tokens and your request has ${promptLen} input tokens.`));
   }
   const maxTokens = r.maxOutputTokens ?? Math.min(ctx.maxModelLen - promptLen, DEFAULT_MAX_TOKENS_CAP);
-  const plan = planOutput(maxTokens, false, hashTokens(prompt.tokens), ctx.replicaSeed, true);
+  const plan = planOutput(maxTokens, r.ignoreEos, hashTokens(prompt.tokens), ctx.replicaSeed, true);
   const echo: ResponseEcho = {
     id: `resp_${hex32()}`, createdAt: Math.floor(Date.now() / 1000), model, instructions: r.instructions, maxOutputTokens: maxTokens,
     previousResponseId: r.previousResponseId, background: r.background,

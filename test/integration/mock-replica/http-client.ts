@@ -20,7 +20,8 @@ export interface OpenStream {
 export function openStream(baseUrl: string, path: string, body: unknown, headers: Record<string, string> = {}): OpenStream {
   let text = '';
   const waiters: Array<{ n: number; resolve: () => void; reject: (e: Error) => void }> = [];
-  const frames = (): string[] => text.split('\n\n').filter((f) => f.startsWith('data: ')).map((f) => f.slice(6)).slice(0, text.endsWith('\n\n') ? undefined : -1);
+  // A Responses API event's `event: TYPE` line is dropped: frames are the data payloads.
+  const frames = (): string[] => text.split('\n\n').map((f) => f.replace(/^event: [^\n]*\n/, '')).filter((f) => f.startsWith('data: ')).map((f) => f.slice(6)).slice(0, text.endsWith('\n\n') ? undefined : -1);
   const check = (): void => {
     const have = frames().length;
     for (let i = waiters.length - 1; i >= 0; i--) {

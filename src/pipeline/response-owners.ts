@@ -1,0 +1,147 @@
+// Which replica holds each stored Responses API response this gateway relayed. vLLM keeps stored responses
+// in the replica's own process, so a request naming `previous_response_id`, and GET /v1/responses/{id} or
+// POST /v1/responses/{id}/cancel, must reach that replica; a replica that restarted has forgotten them.
+// Beside the owner, each entry keeps the turn's conversation (its messages and output texts), so that a
+// follow-up's prompt is rendered, counted and hashed as vLLM will render it.
+// Bounds: at most MAX_OWNERS entries (≈ 150 B each without text), each for TTL_MS after its response; the
+// conversations' text at most MAX_TEXT_CHARS in all (a conversation counts every turn's full history, so a
+// long one counts more than it holds). The oldest go first; a follow-up whose text was dropped still reaches
+// its replica, counted from its instructions and input alone (the quota then under-reserves that request).
+// Entries live in this gateway process only: several gateways do not share them. With acceptor threads
+// (server.threads > 1) each thread holds a copy: share() replicates every remember() to the others over a
+// BroadcastChannel (one structured-clone message per stored response, the turn's text included; so the text
+// bound holds per thread), posted when the response's end is relayed, well before the client can open a
+// connection that lands on another thread and send the follow-up.
+// Thread: the acceptor. remember() and lookup() are O(1) amortised (Map insertion order is the eviction order).
+import { BroadcastChannel } from 'node:worker_threads';
+import type { ResponsesTurn } from '../tokenize/responses-messages.ts';
+
+export const MAX_OWNERS = 100_000;
+export const TTL_MS = 60 * 60 * 1000;
+export const MAX_TEXT_CHARS = 32 * 1024 * 1024;
+
+export interface ResponseOwner {
+  readonly tenant: string;
+  readonly poolId: string;
+  readonly replicaId: string;
+  /** The replica's restart generation when the response was stored. */
+  readonly generation: number;
+  readonly expiresAt: number;
+}
+
+export type OwnerLookup =
+  | { ok: true; owner: ResponseOwner; turn: ResponsesTurn | null }
+  | { ok: false; why: 'unknown' | 'restarted' };
+
+function turnChars(t: ResponsesTurn): number {
+  let n = 0;
+  for (const m of t.messages) {
+    const c = m.content;
+    if (typeof c === 'string') n += c.length;
+    else if (Array.isArray(c)) for (const p of c) n += p.text?.length ?? 0;
+  }
+  for (const o of t.outputTexts) n += o.length;
+  return n;
+}
+
+interface SharedEntry {
+  id: string;
+  tenant: string;
+  poolId: string;
+  replicaId: string;
+  turn: ResponsesTurn;
+}
+
+export class ResponseOwners {
+  private readonly owners = new Map<string, ResponseOwner>();
+  private readonly turns = new Map<string, { turn: ResponsesTurn; chars: number }>();
+  private readonly generations = new Map<string, number>();
+  private textChars = 0;
+  private channel: BroadcastChannel | null = null;
+
+  constructor(private readonly now: () => number = Date.now, private readonly maxOwners = MAX_OWNERS, private readonly maxTextChars = MAX_TEXT_CHARS) {}
+
+  get size(): number {
+    return this.owners.size;
+  }
+
+  /** The conversation text held, in characters. */
+  get chars(): number {
+    return this.textChars;
+  }
+
+  /** Replicates this thread's entries to every other ResponseOwners sharing `channelName`, and theirs here. */
+  share(channelName: string): void {
+    const ch = new BroadcastChannel(channelName);
+    ch.unref();
+    ch.onmessage = (ev: unknown) => {
+      const m = (ev as { data?: SharedEntry }).data;
+      if (m !== undefined) this.insert(m.id, m.tenant, m.poolId, m.replicaId, m.turn);
+    };
+    this.channel = ch;
+  }
+
+  close(): void {
+    this.channel?.close();
+    this.channel = null;
+  }
+
+  /** Records that `replicaId` produced and stored response `id` for `tenant`. */
+  remember(id: string, tenant: string, poolId: string, replicaId: string, turn: ResponsesTurn): void {
+    this.insert(id, tenant, poolId, replicaId, turn);
+    if (this.channel !== null) {
+      const m: SharedEntry = { id, tenant, poolId, replicaId, turn };
+      this.channel.postMessage(m);
+    }
+  }
+
+  private insert(id: string, tenant: string, poolId: string, replicaId: string, turn: ResponsesTurn): void {
+    this.forget(id);
+    this.owners.set(id, { tenant, poolId, replicaId, generation: this.generations.get(replicaId) ?? 0, expiresAt: this.now() + TTL_MS });
+    const chars = turnChars(turn);
+    if (chars <= this.maxTextChars) {
+      this.turns.set(id, { turn, chars });
+      this.textChars += chars;
+    }
+    this.evict();
+  }
+
+  /** Who holds `id` for this tenant; another tenant's id reads as unknown. */
+  lookup(id: string, tenant: string): OwnerLookup {
+    const o = this.owners.get(id);
+    if (o === undefined || o.tenant !== tenant) return { ok: false, why: 'unknown' };
+    if (o.expiresAt <= this.now()) {
+      this.forget(id);
+      return { ok: false, why: 'unknown' };
+    }
+    if ((this.generations.get(o.replicaId) ?? 0) !== o.generation) return { ok: false, why: 'restarted' };
+    return { ok: true, owner: o, turn: this.turns.get(id)?.turn ?? null };
+  }
+
+  /** The replica's process restarted: what it stored is gone. */
+  replicaRestarted(replicaId: string): void {
+    this.generations.set(replicaId, (this.generations.get(replicaId) ?? 0) + 1);
+  }
+
+  private forget(id: string): void {
+    this.owners.delete(id);
+    const t = this.turns.get(id);
+    if (t !== undefined) {
+      this.turns.delete(id);
+      this.textChars -= t.chars;
+    }
+  }
+
+  private evict(): void {
+    const now = this.now();
+    for (const [id, o] of this.owners) {
+      if (this.owners.size <= this.maxOwners && o.expiresAt > now) break;
+      this.forget(id);
+    }
+    for (const [id, t] of this.turns) {
+      if (this.textChars <= this.maxTextChars) break;
+      this.turns.delete(id);
+      this.textChars -= t.chars;
+    }
+  }
+}
