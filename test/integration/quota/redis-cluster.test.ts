@@ -3,7 +3,7 @@
 // NOSCRIPT, the usage stream, and a master failing over under load without losing a lease or a token.
 // Without a cluster the file skips with the reason; under CI=true it fails instead (ensureCluster).
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
 import type { GatewayConfig } from '../../../src/config/schema.ts';
 import { createQuotaStore } from '../../../src/quota/create-quota-store.ts';
 import { tenantKeys } from '../../../src/quota/keys.ts';
@@ -80,12 +80,14 @@ if (unavailable !== null) {
     assert.deepEqual(entries.map(([, f]) => (JSON.parse(f[1]!) as { request_id: string }).request_id), Array.from({ length: 50 }, (_, i) => `r${i}`));
   });
 
-  void test('redis cluster: a master failing over under load loses no lease and counts every token once', async (t) => {
+  // Two gateways (own cluster clients) behind the failure policy, as the gateway builds them, 12 request loops.
+  // With timeout_ms above the failover's write pause every request is decided by Redis through the redirection
+  // and each tenant is charged exactly what it used; with the default 50 ms some time out during the pause and
+  // are admitted locally (fail open), and Redis is charged at most what was used, never twice.
+  const failoverUnderLoad = async (t: TestContext, failureMode: 'open' | 'closed', timeoutMs: number): Promise<void> => {
     const prefix = shared.freshPrefix();
-    // Two gateways (own cluster clients) behind the failure policy, as the gateway builds them. The timeout
-    // is above the failover's write pause, so every request is decided by Redis through the redirection.
     const quota: GatewayConfig['quota'] = {
-      backend: 'redis', redis_cluster: ['127.0.0.1:7000', '127.0.0.1:7001'], failure_mode: 'closed', timeout_ms: 3000,
+      backend: 'redis', redis_cluster: ['127.0.0.1:7000', '127.0.0.1:7001'], failure_mode: failureMode, timeout_ms: timeoutMs,
       lease_ttl_ms: 60_000, expected_gateways: 2, key_prefix: prefix,
     };
     const gateways: QuotaStore[] = [await createQuotaStore(quota), await createQuotaStore(quota)];
@@ -98,11 +100,12 @@ if (unavailable !== null) {
     for (const tn of tenants) if ((await ownerOf(shared.client, tenantKeys(prefix, tn.name).bucket)).master === victim) onVictim.add(tn.name);
 
     const used = new Map<string, number>(tenants.map((tn) => [tn.name, 0]));
+    const usedDecidedByRedis = new Map<string, number>(tenants.map((tn) => [tn.name, 0]));
     const inflight = new Map<string, number>(tenants.map((tn) => [tn.name, 0]));
     let maxInflight = 0;
     let failoverStart = Infinity;
     let failoverEnd = Infinity;
-    const counts = { admitted: 0, refusedConcurrency: 0, other: 0, victimBefore: 0, victimDuring: 0, victimAfter: 0 };
+    const counts = { admitted: 0, degraded: 0, refusedConcurrency: 0, other: 0, victimBefore: 0, victimDuring: 0, victimAfter: 0 };
     let slowestMs = 0;
     let stop = false;
     let n = 0;
@@ -122,6 +125,7 @@ if (unavailable !== null) {
           continue;
         }
         counts.admitted++;
+        if (d.degraded) counts.degraded++;
         if (onVictim.has(tn.name)) {
           if (t0 < failoverStart) counts.victimBefore++;
           else if (t0 < failoverEnd) counts.victimDuring++;
@@ -134,6 +138,7 @@ if (unavailable !== null) {
         inflight.set(tn.name, inflight.get(tn.name)! - 1);
         const u = Math.floor(Math.random() * (cost + 1));
         used.set(tn.name, used.get(tn.name)! + u);
+        if (!d.degraded) usedDecidedByRedis.set(tn.name, usedDecidedByRedis.get(tn.name)! + u);
         // settle on the other gateway half the time: a lease belongs to the tenant, not to the process
         await gateways[(w + (u % 2)) % 2]!.settle(tn, id, cost, u);
       }
@@ -148,20 +153,27 @@ if (unavailable !== null) {
     await load;
     for (const g of gateways) await g.close();
 
-    t.diagnostic(`failover ${victim} -> ${replica}: ${tookMs.toFixed(0)} ms; admitted ${counts.admitted} ` +
+    t.diagnostic(`timeout ${timeoutMs} ms, fail ${failureMode}: failover ${victim} -> ${replica}: ${tookMs.toFixed(0)} ms; admitted ${counts.admitted} (${counts.degraded} locally) ` +
       `(victim's tenants ${[...onVictim].join(',')}: ${counts.victimBefore} before, ${counts.victimDuring} during, ${counts.victimAfter} after), ` +
       `refused for concurrency ${counts.refusedConcurrency}, other refusals ${counts.other}, slowest acquire ${slowestMs.toFixed(0)} ms`);
     assert.equal((await clusterNodes()).find((x) => x.port === replica)?.master, true, 'the replica was promoted');
     assert.ok(counts.victimBefore > 0 && counts.victimAfter > 0, "the failed-over master's tenants were served before and after");
-    assert.equal(counts.other, 0, 'no request failed or was refused for tokens: every decision came from Redis');
+    assert.equal(counts.other, 0, 'no request failed or was refused for tokens');
+    if (timeoutMs > 1000) assert.equal(counts.degraded, 0, 'every decision came from Redis');
     assert.ok(counts.refusedConcurrency > 0, 'the concurrency limit was exercised');
-    assert.ok(maxInflight <= MAX_INFLIGHT, `never more than max_inflight at once (saw ${maxInflight})`);
+    // admitted locally, a request may run beside Redis's max_inflight (the local share is 1/expected_gateways)
+    if (counts.degraded === 0) assert.ok(maxInflight <= MAX_INFLIGHT, `never more than max_inflight at once (saw ${maxInflight})`);
     for (const tn of tenants) {
       const k = tenantKeys(prefix, tn.name);
       assert.equal(await shared.client.zcard(k.leases), 0, `${tn.name}: every lease released`);
-      const tokens = Number(await shared.client.hget(k.bucket, 'tokens'));
+      const charged = BURST - Number(await shared.client.hget(k.bucket, 'tokens'));
       // charged = reservation at acquire - refund at settle = used, once per request; refill < 0.01 token
-      assert.ok(Math.abs(BURST - tokens - used.get(tn.name)!) < 0.05, `${tn.name}: charged ${BURST - tokens}, used ${used.get(tn.name)}`);
+      const [lo, hi] = [usedDecidedByRedis.get(tn.name)!, used.get(tn.name)!];
+      assert.ok(charged > lo - 0.05 && charged < hi + 0.05, `${tn.name}: charged ${charged}, used ${lo} decided by Redis, ${hi} in all`);
     }
-  });
+  };
+
+  void test('redis cluster: a master failing over under load loses no lease and counts every token once', (t) => failoverUnderLoad(t, 'closed', 3000));
+
+  void test('redis cluster: at the default 50 ms timeout, failing over under load leaks no lease and never double-counts', (t) => failoverUnderLoad(t, 'open', 50));
 }
