@@ -43,6 +43,7 @@ const relay: BenchScenario = async (args) => {
       /** Requests per run at concurrency below 8 (the unloaded pass); its p99 is the 1 % tail of this many. */
       'unloaded-requests': { type: 'string', default: '1000' },
       modes: { type: 'string', default: 'stream,json' },
+      /** Also gateway-<N>t: the gateway with server.threads N (e.g. gateway-2t beside nginx-auto on 2 cores). */
       targets: { type: 'string', default: 'direct,gateway,floor,floor-raw,floor-node,nginx,nginx-auto' },
       pin: { type: 'boolean', default: false },
       'cpu-prof': { type: 'boolean', default: false },
@@ -96,6 +97,17 @@ const relay: BenchScenario = async (args) => {
       stops.push(gw.stop);
       targets.push({ name: 'gateway', origins: [gw.url], proxyPids: [gw.proc.pid] });
     }
+    // gateway-<N>t: the same gateway with server.threads N (acceptor threads), side by side with the others.
+    for (const name of wanted.filter((w) => /^gateway-\d+t$/.test(w))) {
+      const overrides = JSON.parse(values['gateway-config']) as Record<string, Record<string, unknown> | undefined>;
+      const gw = await startGatewayProcess({
+        repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, cpus: proxyCpus, cpuProfDir,
+        configOverrides: { ...overrides, server: { ...overrides.server, threads: Number(/\d+/.exec(name)![0]) } },
+        nodeArgs: values['gateway-node-args'].split(' ').filter((a) => a.length > 0),
+      });
+      stops.push(gw.stop);
+      targets.push({ name, origins: [gw.url], proxyPids: [gw.proc.pid] });
+    }
     for (const [name, client, server] of [['floor', 'undici', 'uws'], ['floor-raw', 'raw', 'uws'], ['floor-node', 'undici', 'node']] as const) {
       if (!wanted.includes(name)) continue;
       const floor = await startFloorRelay({ repoRoot, logDir, upstreams: fleet.replicas.map((r) => r.url), cpus: proxyCpus, client, server });
@@ -146,7 +158,8 @@ const relay: BenchScenario = async (args) => {
     else notes.push(`logs kept in ${logDir}`);
   }
 
-  const columns = ['mode', 'target', 'req/s', 'ratio to nginx', 'TTFB p50 ms', 'TTFB p99 ms', 'added TTFB p50 ms',
+  const withAuto = wanted.includes('nginx-auto');
+  const columns = ['mode', 'target', 'req/s', 'ratio to nginx', ...(withAuto ? ['ratio to nginx-auto'] : []), 'TTFB p50 ms', 'TTFB p99 ms', 'added TTFB p50 ms',
     'added TTFB p99 ms', 'proxy CPU µs/req', 'proxy req/s per core', 'mock CPU µs/req', 'client CPU µs/req', 'frames/req', 'errors'];
   const rows: Array<Array<string | number>> = [];
   for (const [mode, list] of Object.entries(runs)) {
@@ -158,6 +171,7 @@ const relay: BenchScenario = async (args) => {
         mode, name,
         fmt(v.median(name, (r) => r.requestsPerSecond), 0),
         fmt(v.pairedRatio(name, 'nginx', (r) => r.requestsPerSecond)),
+        ...(withAuto ? [fmt(v.pairedRatio(name, 'nginx-auto', (r) => r.requestsPerSecond))] : []),
         fmt(v.median(name, (r) => r.ttfbMs.p50)),
         fmt(v.median(name, (r) => r.ttfbMs.p99)),
         proxied ? fmt(v.pairedDelta(name, 'direct', (r) => r.ttfbMs.p50)) : '-',

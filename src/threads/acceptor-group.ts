@@ -16,6 +16,7 @@ import type { PromptWork, ReplyWork } from '../tokenize/types.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import { spawnWorker } from '../util/spawn-worker.ts';
 import type { AcceptorWorkerData, ToAcceptor, ToMain } from './protocol.ts';
+import { Outbox, unbatch, type Batch } from './outbox.ts';
 
 const ACCEPTOR_URL = new URL('../../workers/acceptor.worker.ts', import.meta.url);
 /** Port 0 asks for a free port; the threads bind it one after another, so a rare race with another process retries. */
@@ -36,6 +37,8 @@ export interface AcceptorGroupOptions {
 
 interface Acceptor {
   worker: Worker;
+  /** Every message to this acceptor, coalesced per loop turn. */
+  out: Outbox<ToAcceptor>;
   closed: Promise<void>;
   /** Pooled tokenize tasks in flight, by the acceptor's call id: a `cancel` aborts one. */
   tasks: Map<number, AbortController>;
@@ -98,14 +101,14 @@ export class AcceptorGroup {
       }
       this.reloadWaiters.set(seq, { left: live.length, done: resolve });
       const msg: ToAcceptor = { t: 'reload', seq, cfg: services.cfg, m: this.o.registry.membership(), left: leftSlots };
-      for (const a of live) a.worker.postMessage(msg);
+      for (const a of live) a.out.postMessage(msg);
     });
   }
 
   /** Every acceptor stops accepting and drains up to graceMs; resolves once all have ended. */
   async close(graceMs: number): Promise<void> {
     const msg: ToAcceptor = { t: 'shutdown', graceMs };
-    for (const a of this.acceptors) a.worker.postMessage(msg);
+    for (const a of this.acceptors) a.out.postMessage(msg);
     // An acceptor that cannot finish (stuck in a long task) is stopped a little after the deadline.
     const hardStop = setTimeout(() => { for (const a of this.acceptors) void a.worker.terminate(); }, graceMs + 10_000);
     await Promise.all(this.acceptors.map((a) => a.closed));
@@ -116,10 +119,10 @@ export class AcceptorGroup {
     const worker = spawnWorker(ACCEPTOR_URL, { workerData: data, name: `acceptor-${data.index}` });
     let ended!: () => void;
     const closed = new Promise<void>((resolve) => (ended = resolve));
-    const a: Acceptor = { worker, closed, tasks: new Map() };
+    const a: Acceptor = { worker, out: new Outbox<ToAcceptor>(worker), closed, tasks: new Map() };
     this.acceptors.push(a);
     return new Promise<void>((resolve, reject) => {
-      worker.on('message', (msg: ToMain) => {
+      worker.on('message', (data: ToMain | Batch<ToMain>) => unbatch(data, (msg) => {
         switch (msg.t) {
           case 'listening': resolve(); break;
           case 'listen-failed': reject(new Error(msg.message)); break;
@@ -129,7 +132,7 @@ export class AcceptorGroup {
           case 'reloaded': this.reloaded(msg.seq); break;
           case 'closed': void worker.terminate(); break;
         }
-      });
+      }));
       worker.on('error', (err) => {
         this.o.log.error({ err, acceptor: data.index }, 'acceptor thread failed');
         reject(err);
@@ -162,11 +165,11 @@ export class AcceptorGroup {
     }
     work.then((v) => {
       if (a.worker.threadId < 0) return;
-      a.worker.postMessage({ t: 'ret', id, v } satisfies ToAcceptor);
+      a.out.postMessage({ t: 'ret', id, v } satisfies ToAcceptor);
     }, (err: unknown) => {
       if (a.worker.threadId < 0) return;
       const e = err instanceof Error ? err : new Error(String(err));
-      a.worker.postMessage({ t: 'ret', id, err: { name: e.name, message: e.message } } satisfies ToAcceptor);
+      a.out.postMessage({ t: 'ret', id, err: { name: e.name, message: e.message } } satisfies ToAcceptor);
     });
   }
 
@@ -184,7 +187,7 @@ export class AcceptorGroup {
   }
 
   private broadcast(msg: ToAcceptor): void {
-    for (const a of this.acceptors) if (a.worker.threadId >= 0) a.worker.postMessage(msg);
+    for (const a of this.acceptors) if (a.worker.threadId >= 0) a.out.postMessage(msg);
   }
 }
 

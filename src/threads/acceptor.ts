@@ -17,15 +17,17 @@ import { UpstreamClient } from '../upstream/upstream-client.ts';
 import { UsageRecorder } from '../usage/usage-recorder.ts';
 import { createLogger } from '../logging/logger.ts';
 import { MainCaller, PortUsageSink, RemoteQuotaStore, RemoteTokenizePool } from './remote-stages.ts';
+import { Outbox, unbatch, type Batch } from './outbox.ts';
 import type { AcceptorWorkerData, ToAcceptor, ToMain } from './protocol.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 
 export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): Promise<void> {
   let cfg: GatewayConfig = data.cfg;
-  const send = (msg: ToMain): void => port.postMessage(msg);
+  const out = new Outbox<ToMain>(port);
+  const send = (msg: ToMain): void => out.postMessage(msg);
   const log = createLogger(data.logLevel).child({ acceptor: data.index });
   const metrics = new GatewayMetrics(cfg, { listenToWorkers: false, acceptor: data.index });
-  const caller = new MainCaller(port);
+  const caller = new MainCaller(out);
   const registry = new RegistryMirror(data.tableBuffer, data.ledgerBuffer, data.membership, cfg.registry.down_after_failures,
     (message) => log.warn({ component: 'registry' }, message));
   const inflightCells = new Int32Array(data.inflightBuffer);
@@ -38,7 +40,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
   responses.share(`${data.metricsChannel}:responses`);
   const path = new RequestPath(cfg, {
     env: data.env, registry, prefixIndex: new PrefixIndex(data.prefixBuffer), quota: new RemoteQuotaStore(caller), tokenizer, upstream,
-    usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(port)] : []), responses, metrics, log,
+    usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(out)] : []), responses, metrics, log,
   });
   registry.onRestart((slot) => {
     path.services.router.replicaReset(slot);
@@ -74,7 +76,8 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
   void publish(0);
   const pushTimer = setInterval(() => void publish(0), 5000).unref();
 
-  port.on('message', (msg: ToAcceptor) => {
+  port.on('message', (data: ToAcceptor | Batch<ToAcceptor>) => unbatch(data, handle));
+  function handle(msg: ToAcceptor): void {
     switch (msg.t) {
       case 'ret':
         caller.answered(msg.id, msg.v, msg.err);
@@ -102,7 +105,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
         void shutdown(msg.graceMs);
         break;
     }
-  });
+  }
 
   async function shutdown(graceMs: number): Promise<void> {
     try {
@@ -124,6 +127,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
       log.flush();
       // Every usage record and settle this thread posted is ahead of this message on the port.
       send({ t: 'closed' });
+      out.flush();
       port.close();
     }
   }
@@ -134,6 +138,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
   } catch (err) {
     server.closeConnections();
     send({ t: 'listen-failed', message: err instanceof Error ? err.message : String(err) });
+    out.flush();
     port.close();
   }
 }

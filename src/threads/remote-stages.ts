@@ -1,9 +1,9 @@
 // An acceptor thread's handles on the stages there is exactly one of per process: the quota store, the
 // tokenizer pool and the usage sinks live on the main thread and are reached over the acceptor's Worker port.
 // Thread: acceptor workers. Hot path: acquire/settle (every request) and pooled tokenize (large prompts only)
-// each cost one postMessage each way (~10-20 µs of CPU on the two threads together, measured in
-// src/threads/README.md); usage is one postMessage, no answer.
-import type { MessagePort } from 'node:worker_threads';
+// each cost one message each way, usage one message without answer; messages of one loop turn cross together
+// (outbox.ts).
+import type { Postable } from './outbox.ts';
 import type { QuotaDecision, QuotaStore, TenantLimits } from '../quota/types.ts';
 import type { PoolCounters, PoolOutcome } from '../tokenize/pool.ts';
 import type { TokenizeRunner } from '../tokenize/prompt-tokenizer.ts';
@@ -19,11 +19,11 @@ interface Pending {
 
 /** Request/answer over the Worker port; answers are matched by id (the main thread may answer out of order). */
 export class MainCaller {
-  private readonly port: MessagePort;
+  private readonly port: Postable;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
 
-  constructor(port: MessagePort) {
+  constructor(port: Postable) {
     this.port = port;
   }
 
@@ -134,9 +134,9 @@ export class RemoteTokenizePool implements TokenizeRunner {
 export class PortUsageSink implements UsageSink {
   readonly name = 'acceptor-port';
   readonly recordOnly = true;
-  private readonly port: MessagePort;
+  private readonly port: Postable;
 
-  constructor(port: MessagePort) {
+  constructor(port: Postable) {
     this.port = port;
   }
 
