@@ -17,6 +17,8 @@ export interface MockFleetOptions {
   timeScale: number;
   extraArgs?: readonly string[];
   cpus?: string;
+  /** How long each mock may take to answer /health (30 s; more on a crowded machine). */
+  readyTimeoutMs?: number;
 }
 
 export interface MockReplica {
@@ -51,7 +53,7 @@ export async function startMockFleet(o: MockFleetOptions): Promise<MockFleet> {
       });
       replicas.push({ id, hostPort: `127.0.0.1:${port}`, url: `http://127.0.0.1:${port}`, proc });
     }
-    await Promise.all(replicas.map((r) => waitForHttp(r.proc, `${r.url}/health`, 30_000)));
+    await Promise.all(replicas.map((r) => waitForHttp(r.proc, `${r.url}/health`, o.readyTimeoutMs ?? 30_000)));
   } catch (err) {
     await stop();
     throw err;

@@ -150,6 +150,17 @@ export async function runOpenLoop(spec: OpenLoopSpec): Promise<OpenLoopResult> {
   return { records, elapsedMs, clientCpuMicros: c.user + c.system, cpuMicros };
 }
 
+/** `status 503 no_healthy_replica × 12, timeout × 3`: what the failed requests of a run were. */
+export function failureKinds(records: readonly RequestRecord[]): string {
+  const kinds = new Map<string, number>();
+  for (const r of records) {
+    if (r.error === null && r.status === 200) continue;
+    const k = r.status === 0 || r.status === 200 ? (r.error ?? '?').slice(0, 40) : `status ${r.status} ${r.errorCode ?? ''}`.trim();
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  return [...kinds].map(([k, n]) => `${k} × ${n}`).join(', ');
+}
+
 function spans(pools: Pool[], i: number): Pool {
   return pools[i % pools.length] as Pool;
 }

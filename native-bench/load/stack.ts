@@ -13,6 +13,8 @@ import type { MockFleet } from '../harness/mock-fleet.ts';
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const MODEL = 'bench-model';
 export const API_KEY = 'sk-bench-load';
+/** A mock builds its tokenizer (~1 s alone) before answering /health; on a crowded machine that takes far longer. */
+const READY_TIMEOUT_MS = 120_000;
 
 export interface StackOptions {
   /** Use this gateway instead of starting one (no mocks started, no gateway CPU measured). */
@@ -35,7 +37,7 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** Starts the stack, trying again (up to 3 times) when a child misses its 30 s readiness wait on a busy machine. */
+/** Starts the stack, trying again (up to 3 times) when a child misses its readiness wait on a busy machine. */
 export async function startStack(o: StackOptions): Promise<Stack> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -53,10 +55,12 @@ async function startStackOnce(o: StackOptions): Promise<Stack> {
   if (o.url) return { gatewayUrl: o.url.replace(/\/+$/, ''), gatewayPid: null, fleet: null, logDir, stop: async () => cleanup() };
   const fleet = await startMockFleet({
     repoRoot, logDir, count: o.replicas, model: MODEL, profile: o.profile, timeScale: o.timeScale, extraArgs: o.mockArgs,
+    readyTimeoutMs: READY_TIMEOUT_MS,
   });
   try {
     const gw = await startGatewayProcess({
       repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, configOverrides: o.gatewayConfig,
+      readyTimeoutMs: READY_TIMEOUT_MS,
     });
     return {
       gatewayUrl: gw.url, gatewayPid: gw.proc.pid, fleet, logDir,

@@ -12,21 +12,11 @@ import { chatBody } from '../openai-bodies.ts';
 import { arrivalOffsetsMs, parseArrivalKind } from '../arrivals.ts';
 import { runOpenLoop } from '../open-loop.ts';
 import type { RequestRecord, ScheduledRequest } from '../open-loop.ts';
+import { failureKinds } from '../open-loop.ts';
 import { median, summarize } from '../percentiles.ts';
 import { API_KEY, MODEL, parseJsonFlag, startStack } from '../stack.ts';
 
 const f = (x: number, d = 2): string => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
-
-/** `status 503 no_healthy_replica × 12, timeout × 3`: what the failed requests of a run were. */
-function failureKinds(records: readonly RequestRecord[]): string {
-  const kinds = new Map<string, number>();
-  for (const r of records) {
-    if (r.error === null && r.status === 200) continue;
-    const k = r.status === 0 || r.status === 200 ? (r.error ?? '?').slice(0, 40) : `status ${r.status} ${r.errorCode ?? ''}`.trim();
-    kinds.set(k, (kinds.get(k) ?? 0) + 1);
-  }
-  return [...kinds].map(([k, n]) => `${k} × ${n}`).join(', ');
-}
 
 function* requests(offsets: Float64Array, body: string, stream: boolean): Generator<ScheduledRequest> {
   for (const atMs of offsets) yield { atMs, body, stream };

@@ -2,7 +2,7 @@
 // client socket and a replica socket)? The mocks answer every stream slowly (`slow` fault: one token every
 // `--delay-ms`), so streams stay open; the client opens `--streams` of them open loop at `--open-rate`, holds
 // them, and mid-hold reads the gateway's resident set (VmRSS) and its open sockets from /proc. Per stream =
-// (RSS with N open − RSS before, after a warm-up) / streams open at that moment.
+// (RSS with N open − RSS before, after a warm-up) / streams held at that moment (the gateway's added sockets / 2).
 // N is capped by the open-file limit (`ulimit -n`): the gateway holds two sockets per stream, so
 // N ≤ (limit − 200) / 2; the table says when it capped the asked N.
 // Flags: --streams 20000, --open-rate 1000, --hold-seconds 10, --delay-ms 1000, --replicas 2, --gateway-config
@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchScenario } from '../../types.ts';
 import { chatBody } from '../openai-bodies.ts';
 import { arrivalOffsetsMs } from '../arrivals.ts';
-import { runOpenLoop } from '../open-loop.ts';
+import { failureKinds, runOpenLoop } from '../open-loop.ts';
 import type { ScheduledRequest } from '../open-loop.ts';
 import { API_KEY, MODEL, openFileLimit, parseJsonFlag, rssBytes, startStack } from '../stack.ts';
 
@@ -84,18 +84,23 @@ const streams: BenchScenario = async (args) => {
     // Open at the sample: its first token had arrived and its last had not.
     const open = res.records.filter((r) => r.atMs + r.ttftMs <= sampleAtMs && r.atMs + r.totalMs > sampleAtMs).length;
     const failed = res.records.filter((r) => r.error !== null || r.status !== 200).length;
-    const perStream = (rss1 - rss0) / Math.max(1, open);
-    rows.push([asked, n, open, sockets1 - sockets0, (rss0 / 2 ** 20).toFixed(1), (rss1 / 2 ** 20).toFixed(1), (perStream / 1024).toFixed(2), failed]);
-    extra = { limit, cap, rss0, rss1, sockets0, sockets1, open, tokens, sampleAtMs };
+    // Streams the gateway held at the sample: a client and a replica socket each. Counted from its sockets, not
+    // from the client's records: a stream accepted but still waiting for its first token holds both sockets too.
+    const held = Math.floor((sockets1 - sockets0) / 2);
+    const perStream = (rss1 - rss0) / Math.max(1, held);
+    rows.push([asked, n, open, held, (rss0 / 2 ** 20).toFixed(1), (rss1 / 2 ** 20).toFixed(1), (perStream / 1024).toFixed(2), failed]);
+    extra = { limit, cap, rss0, rss1, sockets0, sockets1, open, tokens, sampleAtMs, failures: failureKinds(res.records) };
+    if (failed > 0) console.error(`failed: ${failureKinds(res.records)}`);
   } finally {
     await stack.stop();
   }
   return {
     title: `load streams: gateway memory per open stream (${n} streams)`,
-    columns: ['asked', 'opened', 'open at sample', 'gateway sockets added', 'gateway RSS before MiB', 'RSS with streams MiB', 'KiB per open stream', 'failed'],
+    columns: ['asked', 'sent', 'streaming at sample (first token in)', 'held at sample (gateway sockets / 2)', 'gateway RSS before MiB', 'RSS with streams MiB', 'KiB per open stream', 'failed'],
     rows,
     notes: [
       `open-file limit ${limit}: at most ${cap} streams (two gateway sockets each)${n < asked ? `; asked ${asked}, capped` : ''}`,
+      ...(typeof extra.failures === 'string' && extra.failures ? [`failed: ${extra.failures}`] : []),
       `each stream: one token every ${delayMs} ms from ${replicas} tiny mocks; opened at ${values['open-rate']}/s, sampled mid-hold`,
     ],
     extra,
