@@ -77,10 +77,26 @@ export async function ownerOf(client: RedisClient, key: string): Promise<{ maste
 export async function failover(replica: number): Promise<number> {
   const t0 = performance.now();
   await withNode(replica, (c) => c.call('CLUSTER', 'FAILOVER'));
+  return waitPromoted(replica, CLUSTER_PORTS, t0);
+}
+
+/**
+ * Unplanned failover: SIGKILL the master (no shutdown, no last replication), wait until the surviving nodes
+ * have promoted `replica`, then restart the dead node (it rejoins as a replica). Returns the ms until promoted.
+ */
+export async function killMaster(master: number, replica: number): Promise<number> {
+  const info = await withNode(master, (c) => c.call('INFO', 'server') as Promise<string>);
+  const pid = Number(/process_id:(\d+)/.exec(info)![1]);
+  const t0 = performance.now();
+  process.kill(pid, 'SIGKILL');
+  return waitPromoted(replica, CLUSTER_PORTS.filter((p) => p !== master), t0);
+}
+
+async function waitPromoted(replica: number, ports: readonly number[], t0: number): Promise<number> {
   const deadline = t0 + 15_000;
   for (;;) {
-    const views = await Promise.all(CLUSTER_PORTS.map(async (p) => (await clusterNodes(p)).find((n) => n.port === replica)?.master === true));
-    const ok = await Promise.all(CLUSTER_PORTS.map((p) => withNode(p, async (c) => /cluster_state:ok/.test(await c.call('CLUSTER', 'INFO') as string))));
+    const views = await Promise.all(ports.map(async (p) => (await clusterNodes(p)).find((n) => n.port === replica)?.master === true));
+    const ok = await Promise.all(ports.map((p) => withNode(p, async (c) => /cluster_state:ok/.test(await c.call('CLUSTER', 'INFO') as string))));
     if (views.every(Boolean) && ok.every(Boolean)) return performance.now() - t0;
     if (performance.now() > deadline) throw new Error(`failover to ${replica} not complete after 15 s`);
     await new Promise((r) => setTimeout(r, 50));

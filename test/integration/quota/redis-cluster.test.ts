@@ -11,7 +11,7 @@ import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import type { QuotaStore, TenantLimits } from '../../../src/quota/types.ts';
 import { RedisStreamSink } from '../../../src/usage/redis-stream-sink.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
-import { CLUSTER_URL, clusterNodes, connectTestCluster, ensureCluster, failover, ownerOf, withNode, type TestCluster } from '../../helpers/redis-cluster.ts';
+import { CLUSTER_URL, clusterNodes, connectTestCluster, ensureCluster, failover, killMaster, ownerOf, withNode, type TestCluster } from '../../helpers/redis-cluster.ts';
 import { runStoreBehaviourSuite } from '../../unit/quota/store-behaviour.ts';
 import { twoGatewayCases } from './two-gateway-suite.ts';
 
@@ -84,7 +84,7 @@ if (unavailable !== null) {
   // With timeout_ms above the failover's write pause every request is decided by Redis through the redirection
   // and each tenant is charged exactly what it used; with the default 50 ms some time out during the pause and
   // are admitted locally (fail open), and Redis is charged at most what was used, never twice.
-  const failoverUnderLoad = async (t: TestContext, failureMode: 'open' | 'closed', timeoutMs: number): Promise<void> => {
+  const failoverUnderLoad = async (t: TestContext, failureMode: 'open' | 'closed', timeoutMs: number, kill = false): Promise<void> => {
     const prefix = shared.freshPrefix();
     const quota: GatewayConfig['quota'] = {
       backend: 'redis', redis_cluster: ['127.0.0.1:7000', '127.0.0.1:7001'], failure_mode: failureMode, timeout_ms: timeoutMs,
@@ -146,21 +146,23 @@ if (unavailable !== null) {
     const load = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
     await sleep(600);
     failoverStart = performance.now();
-    const tookMs = await failover(replica);
+    const tookMs = kill ? await killMaster(victim, replica) : await failover(replica);
     failoverEnd = performance.now();
-    await sleep(600);
+    await sleep(kill ? 1200 : 600); // past the breaker's 1 s cooldown after a kill
     stop = true;
     await load;
     for (const g of gateways) await g.close();
+    if (kill) assert.equal(ensureCluster(), null, 'the killed node restarts and rejoins as a replica');
 
-    t.diagnostic(`timeout ${timeoutMs} ms, fail ${failureMode}: failover ${victim} -> ${replica}: ${tookMs.toFixed(0)} ms; admitted ${counts.admitted} (${counts.degraded} locally) ` +
+    t.diagnostic(`timeout ${timeoutMs} ms, fail ${failureMode}: ${kill ? 'master killed, ' : ''}failover ${victim} -> ${replica}: ${tookMs.toFixed(0)} ms; admitted ${counts.admitted} (${counts.degraded} locally) ` +
       `(victim's tenants ${[...onVictim].join(',')}: ${counts.victimBefore} before, ${counts.victimDuring} during, ${counts.victimAfter} after), ` +
       `refused for concurrency ${counts.refusedConcurrency}, other refusals ${counts.other}, slowest acquire ${slowestMs.toFixed(0)} ms`);
     assert.equal((await clusterNodes()).find((x) => x.port === replica)?.master, true, 'the replica was promoted');
-    assert.ok(counts.victimBefore > 0 && counts.victimAfter > 0, "the failed-over master's tenants were served before and after");
+    // at 50 ms a busy machine's own stalls open the breaker too, so only the long timeout guarantees Redis decisions
+    if (timeoutMs > 1000) assert.ok(counts.victimBefore > 0 && counts.victimAfter > 0, "the failed-over master's tenants were served before and after");
     assert.equal(counts.other, 0, 'no request failed or was refused for tokens');
     if (timeoutMs > 1000) assert.equal(counts.degraded, 0, 'every decision came from Redis');
-    assert.ok(counts.refusedConcurrency > 0, 'the concurrency limit was exercised');
+    assert.ok(counts.admitted > 0 && counts.refusedConcurrency > 0, 'requests were served and the concurrency limit was exercised');
     // admitted locally, a request may run beside Redis's max_inflight (the local share is 1/expected_gateways)
     if (counts.degraded === 0) assert.ok(maxInflight <= MAX_INFLIGHT, `never more than max_inflight at once (saw ${maxInflight})`);
     for (const tn of tenants) {
@@ -176,4 +178,8 @@ if (unavailable !== null) {
   void test('redis cluster: a master failing over under load loses no lease and counts every token once', (t) => failoverUnderLoad(t, 'closed', 3000));
 
   void test('redis cluster: at the default 50 ms timeout, failing over under load leaks no lease and never double-counts', (t) => failoverUnderLoad(t, 'open', 50));
+
+  // A killed master may take its last unreplicated writes with it (asynchronous replication): a lost acquire
+  // is charged nothing, so the bounds below still hold; on loopback the replica trails by far less than a request.
+  void test('redis cluster: a master killed under load leaks no lease and never double-counts', (t) => failoverUnderLoad(t, 'open', 50, true));
 }
