@@ -16,7 +16,8 @@ let client: OpenAI;
 const procs: SpawnedReplica[] = [];
 
 before(async () => {
-  for (let i = 0; i < 3; i++) procs.push(await spawnMockReplica(['--profile', 'tiny', '--model', MODEL, '--seed', String(i)]));
+  // Started together: each process's start-up (tsx, the tokenizer) is most of this file's time.
+  procs.push(...await Promise.all([0, 1, 2].map((i) => spawnMockReplica(['--profile', 'tiny', '--model', MODEL, '--seed', String(i)]))));
   stack = await startStack({
     pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], replicas: [] }],
     externalReplicas: { '8b': procs.map((p) => p.url) },
