@@ -65,14 +65,31 @@ export function replicaOf(stack: TestStack, requestId: string): string | undefin
 
 /**
  * Waits until the gateway has recorded `requestId` as cancelled by its client and the replica's engine has
- * aborted it; returns the record.
+ * aborted it; returns the record. The engine knows a completion by the gateway's request id and a Responses
+ * request by its response id: `engineId` picks it out on the replica the record names.
  */
-export async function assertCancelled(stack: TestStack, requestId: string): Promise<UsageRecord> {
+export async function assertCancelled(
+  stack: TestStack, requestId: string, engineId: (replica: string) => string | undefined = () => requestId,
+): Promise<UsageRecord> {
   const rec = await recordOf(stack, requestId);
   if (!rec.cancelled || rec.status !== 499) throw new Error(`record of ${requestId}: status ${rec.status}, cancelled ${rec.cancelled}`);
-  if (!rec.replica) throw new Error(`record of ${requestId} names no replica`);
-  await waitFor(() => replicaPhase(stack, rec.replica!, requestId) === 'aborted', 2000, 5);
+  const replica = rec.replica;
+  if (!replica) throw new Error(`record of ${requestId} names no replica`);
+  await waitFor(() => replicaPhase(stack, replica, engineId(replica) ?? '') === 'aborted', 2000, 5);
   return rec;
+}
+
+/** Every engine request id the replicas hold now (to tell a later request's id apart). */
+export function engineIds(stack: TestStack): Set<string> {
+  const ids = new Set<string>();
+  for (const r of stack.replicas.values()) for (const q of r.engine.snapshot().requests) ids.add(q.id);
+  return ids;
+}
+
+/** The one engine request on `replica` that is not in `before`. */
+export function newEngineId(stack: TestStack, replica: string, before: Set<string>): string | undefined {
+  const fresh = stack.replicas.get(replica)?.engine.snapshot().requests.filter((q) => !before.has(q.id)) ?? [];
+  return fresh.length === 1 ? fresh[0]!.id : undefined;
 }
 
 /** Slows every replica to `delayMs` per token, so a stream is still running when its first text arrives. */

@@ -14,6 +14,8 @@ export interface LangChainOptions {
   maxTokens?: number;
   /** LangChain's own default is 6; 0 unless a test exercises the retries. */
   maxRetries?: number;
+  /** ChatOpenAI speaks POST /v1/responses instead of chat completions. */
+  useResponsesApi?: boolean;
 }
 
 function configuration(url: string, requestId?: string): { baseURL: string; defaultHeaders?: Record<string, string> } {
@@ -24,7 +26,7 @@ function configuration(url: string, requestId?: string): { baseURL: string; defa
 export function chatModel(url: string, apiKey: string, o: LangChainOptions): ChatOpenAI {
   return new ChatOpenAI({
     model: o.model, apiKey, configuration: configuration(url, o.requestId), maxRetries: o.maxRetries ?? 0,
-    streamUsage: true, ...(o.maxTokens !== undefined ? { maxTokens: o.maxTokens } : {}),
+    streamUsage: true, useResponsesApi: o.useResponsesApi ?? false, ...(o.maxTokens !== undefined ? { maxTokens: o.maxTokens } : {}),
   });
 }
 

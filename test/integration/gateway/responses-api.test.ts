@@ -5,7 +5,7 @@
 // quota settled once, usage record cancelled), and a follow-up whose replica died (404 naming the id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
+import { OpenAI } from '../clients/openai-sdk.ts';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 import { spawnMockReplica, type SpawnedReplica } from '../../helpers/mock-replicas.ts';
 import { openStream } from '../mock-replica/http-client.ts';
