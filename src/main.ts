@@ -34,7 +34,9 @@ async function reload(reason: string): Promise<void> {
     const next = loadConfigFile(path!, env);
     await gateway.reload(next);
     log.info({ reason }, 'configuration applied');
+    gateway.metrics.configReload('applied');
   } catch (err) {
+    gateway.metrics.configReload('rejected');
     log.error({ reason, error: err instanceof Error ? err.message : String(err) }, 'configuration rejected; keeping the running one');
   } finally {
     reloading = false;

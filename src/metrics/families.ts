@@ -40,6 +40,8 @@ export function defineFamilies(reg: Registry) {
       'Routing decisions by policy and why (prefix, cold, load-bound, headroom, adapter, policy).', ['policy', 'why']),
     cacheError: histogram('gateway_predicted_cached_tokens_error',
       'Router-predicted minus replica-reported cached prompt tokens, per request the replica answered.', ['pool'], B.CACHE_ERROR_BUCKETS_TOKENS),
+    configReloads: counter('gateway_config_reloads_total',
+      'Configuration reloads (SIGHUP or a changed file) by result: applied, or rejected (the running config kept).', ['result']),
     retries: counter('gateway_retries_total',
       'Upstream attempts retried (before the first token), by pool and failure kind.', ['pool', 'kind']),
   };

@@ -113,6 +113,8 @@ export class GatewayMetrics {
     this.cancelLatency = recordOf(CANCEL_PHASES, (p) => histogramChild(f.cancelLatency, p));
     for (const r of QUOTA_RESULTS) this.quotaChildren[r].inc(0); // zero series, see Binding
     for (const k of UPSTREAM_ERROR_KINDS) this.upstreamErrorChildren[k].inc(0);
+    f.configReloads.labels('applied').inc(0);
+    f.configReloads.labels('rejected').inc(0);
 
     // 10 ms resolution: the sampling timer itself costs ~100 wakeups/s; finer would only add noise.
     this.loopDelay = monitorEventLoopDelay({ resolution: 10 });
@@ -193,6 +195,11 @@ export class GatewayMetrics {
 
   upstreamError(kind: UpstreamErrorKind): void {
     this.upstreamErrorChildren[kind].inc();
+  }
+
+  /** Not on the request path: one label lookup per reload is fine. */
+  configReload(result: 'applied' | 'rejected'): void {
+    this.f.configReloads.labels(result).inc();
   }
 
   cancelled(phase: CancelPhase, latencySeconds: number): void {
