@@ -232,8 +232,11 @@ export class UwsSink implements ClientSink {
     const end = this.deferredEnd;
     this.deferredEnd = null;
     if (end !== null && !this.aborted) {
-      // Outside any cork: uWS writes an uncorked end straight to the socket and buffers what does not go.
-      this.res.end(end.chunk, end.close);
+      // In a cork of its own (uWS warns about writes outside one, and sends each piece of an uncorked end as
+      // its own packet). A stream's end is a few bytes and fits. A JSON body past the buffer overflows it,
+      // which loses bytes only if the socket is already full when its response begins (a client that left a
+      // previous response on the connection unread).
+      this.res.cork(() => this.res.end(end.chunk, end.close));
       return;
     }
     // A full socket reports back through uWS's writable event. Otherwise no event comes, so a caller stopped by
