@@ -14,9 +14,9 @@ import type { Rejection } from '../errors/rejection.ts';
 import { normaliseStreamError } from './sse-relay.ts';
 import { responseFigures, responsesFinishReason, type ResponseFigures } from './responses-figures.ts';
 import type { StreamRelay } from './stream-relay.ts';
+import { EventRelay, startsWith } from './event-relay.ts';
 import type { UsageNumbers } from './usage-numbers.ts';
 
-const EVENT_END = Buffer.from('\n\n');
 const DELTA = Buffer.from('event: response.output_text.delta\n');
 const EVENT = Buffer.from('event: ');
 const DATA = Buffer.from('data: ');
@@ -24,85 +24,32 @@ const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response
 /** Largest single event accepted: response.completed carries the whole output text. */
 const MAX_EVENT_BYTES = 32 * 1024 * 1024;
 
-export class ResponsesRelay implements StreamRelay {
+export class ResponsesRelay extends EventRelay implements StreamRelay {
   tokens = 0;
   usage: UsageNumbers | null = null;
   finishReason: string | null = null;
-  sawDone = false;
-  upstreamError: Rejection | null = null;
   sawFirstToken = false;
   /** The response's id, from response.created (or the terminal event). */
   responseId: string | null = null;
   /** The terminal event's figures; null until it arrived. */
   figures: ResponseFigures | null = null;
-  private pending: Buffer | null = null;
-  private backpressured = false;
-  private ended = false;
+  private readonly maxTokens: number;
 
-  constructor(private readonly sink: ClientSink, private readonly maxTokens: number) {}
+  constructor(sink: ClientSink, maxTokens: number) {
+    super(sink, MAX_EVENT_BYTES);
+    this.maxTokens = maxTokens;
+  }
 
   replyText(): string | null {
     return this.figures === null ? null : this.figures.outputTexts.join('');
   }
 
-  push(chunk: Buffer): boolean {
-    if (this.sawDone || this.upstreamError !== null) return false;
-    let buf = chunk;
-    if (this.pending !== null) {
-      buf = Buffer.concat([this.pending, chunk]);
-      this.pending = null;
-    }
-    this.backpressured = false;
-    const len = buf.length;
-    let eventStart = 0;
-    let fwdStart = 0;
-    let i = buf.indexOf(EVENT_END, 0);
-    while (i !== -1) {
-      const eventEnd = i + 2;
-      if (!this.onEvent(buf, eventStart, eventEnd)) {
-        if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
-        fwdStart = eventEnd;
-      }
-      eventStart = eventEnd;
-      if (this.upstreamError !== null || this.sawDone) break;
-      i = eventStart < len ? buf.indexOf(EVENT_END, eventStart) : -1;
-    }
-    if (fwdStart === 0 && eventStart === len) this.forward(buf);
-    else if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
-    if (eventStart < len && this.upstreamError === null && !this.sawDone) {
-      if (len - eventStart > MAX_EVENT_BYTES) {
-        this.upstreamError = { code: 'upstream_error', message: 'The replica sent an SSE event larger than 32 MiB.' };
-        return this.backpressured;
-      }
-      this.pending = Buffer.from(buf.subarray(eventStart));
-    }
-    if (this.sawDone && !this.ended) {
-      // The terminal event is relayed: the response is complete for the client (see SseRelay at [DONE]).
-      this.ended = true;
-      this.sink.end();
-      return false;
-    }
-    return this.backpressured;
-  }
-
-  fail(r: Rejection): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.sink.end(responsesErrorEvent(r));
-  }
-
-  close(): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.sink.end(this.upstreamError !== null ? responsesErrorEvent(this.upstreamError) : undefined);
-  }
-
-  private forward(bytes: Buffer): void {
-    if (!this.sink.write(bytes)) this.backpressured = true;
+  protected errorEvent(r: Rejection): string {
+    return responsesErrorEvent(r);
   }
 
   /** Learns from one event; false when it must not be forwarded (an upstream error). */
-  private onEvent(buf: Buffer, s: number, e: number): boolean {
+  protected onEvent(buf: Buffer, s: number, e: number): boolean {
     if (startsWith(buf, s, DELTA)) {
       this.tokens++;
       this.sawFirstToken = true;
@@ -153,8 +100,3 @@ function typeField(v: unknown): string {
   return typeof t === 'string' ? t : '';
 }
 
-function startsWith(buf: Buffer, at: number, needle: Buffer): boolean {
-  if (at + needle.length > buf.length) return false;
-  for (let k = 0; k < needle.length; k++) if (buf[at + k] !== needle[k]) return false;
-  return true;
-}

@@ -20,12 +20,12 @@ import type { Rejection } from '../errors/rejection.ts';
 import { escapedAt, findJsonString, ReplyTextBuilder, type JsonStringSpan } from './json-string.ts';
 import { usageNumbers } from './usage-numbers.ts';
 import type { StreamRelay } from './stream-relay.ts';
+import { EventRelay, startsWith } from './event-relay.ts';
 
 const DONE = Buffer.from('data: [DONE]');
 const ERROR_PREFIX = Buffer.from('data: {"error"');
 const EMPTY_CHOICES = Buffer.from('"choices":[]');
 const FINISH = Buffer.from('"finish_reason":"');
-const EVENT_END = Buffer.from('\n\n');
 const CHAT_CONTENT = Buffer.from('"content":"');
 /** What precedes PLAIN_TOKEN_TAIL in a delta that ends with its content: the closing quote is its first byte. */
 const CONTENT_END = Buffer.from('"},"logprobs":null,');
@@ -46,7 +46,7 @@ export interface RelayUsage {
   cachedTokens: number;
 }
 
-export class SseRelay implements StreamRelay {
+export class SseRelay extends EventRelay implements StreamRelay {
   /** vLLM sends a chat or completions stream's first event with its first token. */
   readonly sawFirstToken = true;
   /** Token events relayed so far (content deltas; the chat role chunk is not a token). */
@@ -54,11 +54,6 @@ export class SseRelay implements StreamRelay {
   dataEvents = 0;
   usage: RelayUsage | null = null;
   finishReason: string | null = null;
-  sawDone = false;
-  /** Set when the upstream sent an error event (the stream then ends with our error event). */
-  upstreamError: Rejection | null = null;
-  private pending: Buffer | null = null;
-  private readonly sink: ClientSink;
   private readonly dropUsage: boolean;
   private readonly isChat: boolean;
   private readonly collectText: boolean;
@@ -66,12 +61,9 @@ export class SseRelay implements StreamRelay {
   /** The deltas' content (chat) or the chunks' text (completions), raw; null unless collectText. */
   private readonly textBytes: ReplyTextBuilder | null;
   private readonly span: JsonStringSpan = { start: 0, end: 0 };
-  private backpressured = false;
-  /** The client response was ended (at [DONE], or by close/fail). */
-  private ended = false;
 
   constructor(sink: ClientSink, dropUsage: boolean, isChat: boolean, collectText = false) {
-    this.sink = sink;
+    super(sink, MAX_EVENT_BYTES);
     this.dropUsage = dropUsage;
     this.isChat = isChat;
     this.collectText = collectText;
@@ -84,90 +76,12 @@ export class SseRelay implements StreamRelay {
     return this.textBytes === null ? '' : this.textBytes.text();
   }
 
-  /**
-   * Relays one upstream chunk. Returns true when the client is backpressured (the caller pauses the upstream
-   * until sink.onDrain fires). The caller wraps the call in sink.cork().
-   */
-  push(chunk: Buffer): boolean {
-    // After [DONE] or an upstream error event nothing more is relayed (the stream is over for the client).
-    if (this.sawDone || this.upstreamError !== null) return false;
-    let buf = chunk;
-    if (this.pending !== null) {
-      buf = Buffer.concat([this.pending, chunk]);
-      this.pending = null;
-    }
-    this.backpressured = false;
-    const len = buf.length;
-    let eventStart = 0;
-    let fwdStart = 0;
-    let i = buf.indexOf(EVENT_END, 0);
-    while (i !== -1) {
-      const eventEnd = i + 2;
-      if (!this.onEvent(buf, eventStart, eventEnd)) {
-        // drop this event: flush what precedes it
-        if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
-        fwdStart = eventEnd;
-        if (this.upstreamError !== null || this.sawDone) {
-          eventStart = eventEnd;
-          break;
-        }
-      }
-      eventStart = eventEnd;
-      i = eventStart < len ? buf.indexOf(EVENT_END, eventStart) : -1;
-    }
-    // The common case, a chunk of whole events all forwarded, goes out as the chunk itself (no view).
-    if (fwdStart === 0 && eventStart === len) this.forward(buf);
-    else if (eventStart > fwdStart) this.forward(buf.subarray(fwdStart, eventStart));
-    if (eventStart < len && this.upstreamError === null && !this.sawDone) {
-      if (len - eventStart > MAX_EVENT_BYTES) {
-        // A replica that never ends its event would make this grow until the body timeout.
-        this.upstreamError = { code: 'upstream_error', message: 'The replica sent an SSE event larger than 1 MiB.' };
-        return this.backpressured;
-      }
-      // Keep the partial event. Copy: the upstream Buffer may be reused by the socket layer.
-      this.pending = Buffer.from(buf.subarray(eventStart));
-    }
-    if (this.sawDone && this.upstreamError === null && !this.ended) {
-      // [DONE] is relayed: the stream is complete for the client. End it now rather than at the upstream
-      // body's end, so a client that leaves right after [DONE] is not counted as a cancel.
-      this.ended = true;
-      this.sink.end();
-      // uWS owns what is left to flush; the upstream must not stay paused waiting for a drain that will
-      // never be reported on an ended response.
-      return false;
-    }
-    return this.backpressured;
-  }
-
-  /** Whether the stream reached its clean end ([DONE]) or an upstream error event. */
-  get finished(): boolean {
-    return this.sawDone || this.upstreamError !== null;
-  }
-
-  /** Ends the client stream after a failure: one error event, never a [DONE]. */
-  fail(r: Rejection): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.sink.end(errorEvent(r));
-  }
-
-  /** Ends the client stream after the upstream body ended. */
-  close(): void {
-    if (this.ended) return;
-    this.ended = true;
-    if (this.upstreamError !== null) {
-      this.sink.end(errorEvent(this.upstreamError));
-    } else {
-      this.sink.end();
-    }
-  }
-
-  private forward(bytes: Buffer): void {
-    if (!this.sink.write(bytes)) this.backpressured = true;
+  protected errorEvent(r: Rejection): string {
+    return errorEvent(r);
   }
 
   /** Classifies one event; returns false when it must not be forwarded as is. */
-  private onEvent(buf: Buffer, s: number, e: number): boolean {
+  protected onEvent(buf: Buffer, s: number, e: number): boolean {
     if (startsWith(buf, s, DONE)) {
       // [DONE] after an upstream error is never relayed; a clean one is.
       this.sawDone = true;
@@ -241,11 +155,6 @@ function endsWith(buf: Buffer, end: number, needle: Buffer): boolean {
   return true;
 }
 
-function startsWith(buf: Buffer, at: number, needle: Buffer): boolean {
-  if (at + needle.length > buf.length) return false;
-  for (let k = 0; k < needle.length; k++) if (buf[at + k] !== needle[k]) return false;
-  return true;
-}
 
 /** vLLM's mid-stream error is {"error":{"message","type":"BadRequestError","code":400}}: numeric code. */
 export function normaliseStreamError(json: string): Rejection {
