@@ -18,8 +18,8 @@ import { ResponseEvents, outputMessage, responseObject, type ResponseEcho, type 
 import { ErrorType, VllmError, badRequest, modelNotFound, validationError } from './vllm-errors.ts';
 
 /**
- * Stored responses kept, oldest dropped first. vLLM's store never evicts (its FIXME: a leak); the mock bounds
- * it so a long demo run stays small.
+ * Stored responses kept, oldest dropped first. vLLM's store grows without bound for the life of the process;
+ * the mock bounds it so a long demo run stays small.
  */
 const MAX_STORED = 10_000;
 
