@@ -71,6 +71,12 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   if (parsed === null) return;
   const target = resolve(svc, ctx, parsed, req.tenant);
   if (target === null) return;
+  const previous = parsed.responses?.previousResponseId ?? null;
+  if (previous !== null) {
+    // With acceptor threads, the id may still be on its way from the thread that relayed it.
+    const arrival = svc.responses.whenKnown(previous, req.tenant.name);
+    if (arrival !== null) await arrival;
+  }
   const pinned = parsed.responses !== null ? prepareResponses(svc, ctx, parsed, target.pool) : -1;
   if (pinned === null) return;
   let prompt: TokenizedPrompt;

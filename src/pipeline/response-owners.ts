@@ -18,6 +18,13 @@ import type { ResponsesTurn } from '../tokenize/responses-messages.ts';
 
 export const MAX_OWNERS = 100_000;
 export const TTL_MS = 60 * 60 * 1000;
+/**
+ * With threads sharing, how long a lookup that misses waits for the other threads' broadcasts: a client can
+ * read a response's end and send its follow-up on a new connection, accepted by another thread, before that
+ * thread has taken the BroadcastChannel message that names the id (they usually arrive within a millisecond).
+ * Only an id no thread knows pays the whole wait before its 404.
+ */
+const SHARE_WAIT_MS = 250;
 export const MAX_TEXT_CHARS = 32 * 1024 * 1024;
 
 export interface ResponseOwner {
@@ -58,6 +65,8 @@ export class ResponseOwners {
   private readonly generations = new Map<string, number>();
   private textChars = 0;
   private channel: BroadcastChannel | null = null;
+  /** Lookups waiting for an id to arrive from another thread (only while sharing). */
+  private readonly waiting = new Map<string, Array<() => void>>();
 
   constructor(private readonly now: () => number = Date.now, private readonly maxOwners = MAX_OWNERS, private readonly maxTextChars = MAX_TEXT_CHARS) {}
 
@@ -104,6 +113,32 @@ export class ResponseOwners {
       this.textChars += chars;
     }
     this.evict();
+    const waiters = this.waiting.get(id);
+    if (waiters !== undefined) {
+      this.waiting.delete(id);
+      for (const w of waiters) w();
+    }
+  }
+
+  /**
+   * Null when lookup(id) can be answered now (the id is here, or no other thread could be about to send it);
+   * else a promise that resolves once it has arrived from another thread or SHARE_WAIT_MS have passed.
+   */
+  whenKnown(id: string, tenant: string): Promise<void> | null {
+    if (this.channel === null || this.owners.get(id)?.tenant === tenant) return null;
+    return new Promise<void>((resolve) => {
+      let list = this.waiting.get(id);
+      if (list === undefined) this.waiting.set(id, list = []);
+      list.push(resolve);
+      setTimeout(() => {
+        const l = this.waiting.get(id);
+        if (l === undefined) return;
+        const i = l.indexOf(resolve);
+        if (i >= 0) l.splice(i, 1);
+        if (l.length === 0) this.waiting.delete(id);
+        resolve();
+      }, SHARE_WAIT_MS);
+    });
   }
 
   /** Who holds `id` for this tenant; another tenant's id reads as unknown. */

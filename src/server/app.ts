@@ -272,7 +272,11 @@ export class GatewayServer {
       this.json(sink, 401, INVALID_API_KEY);
       return;
     }
-    forwardStoredResponse(svc, sink, sink.extra![0]![1], tenant, target.id, cancel);
+    const requestId = sink.extra![0]![1];
+    // With acceptor threads, the id may still be on its way from the thread that relayed it.
+    const arrival = svc.responses.whenKnown(target.id, tenant.name);
+    if (arrival === null) forwardStoredResponse(svc, sink, requestId, tenant, target.id, cancel);
+    else void arrival.then(() => forwardStoredResponse(svc, sink, requestId, tenant, target.id, cancel));
   }
 
   private models(res: HttpResponse, req: HttpRequest, id: string | null): void {

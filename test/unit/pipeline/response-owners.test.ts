@@ -83,3 +83,31 @@ test('maps sharing a channel replicate what each remembers', async () => {
     b.close();
   }
 });
+
+test('a lookup that misses while sharing waits for the id from the other thread, and gives up after a bound', async () => {
+  const name = `owners-wait-${process.pid}-${Date.now()}`;
+  const a = new ResponseOwners();
+  const b = new ResponseOwners();
+  assert.equal(a.whenKnown('resp_y', 'alpha'), null, 'not sharing: nothing to wait for');
+  a.share(name);
+  b.share(name);
+  try {
+    // The follow-up reaches b before a's broadcast does: b waits instead of answering "unknown".
+    const arrival = b.whenKnown('resp_y', 'alpha');
+    assert.notEqual(arrival, null);
+    assert.equal(b.lookup('resp_y', 'alpha').ok, false);
+    a.remember('resp_y', 'alpha', '8b', '8b-1', turn('late'));
+    const t0 = performance.now();
+    await arrival;
+    assert.ok(b.lookup('resp_y', 'alpha').ok, 'known once the broadcast arrived');
+    assert.ok(performance.now() - t0 < 200, 'released by the arrival, not by the bound');
+    assert.equal(b.whenKnown('resp_y', 'alpha'), null, 'known here: answered at once');
+
+    // An id no thread knows resolves after the bound and still reads as unknown.
+    await b.whenKnown('resp_nobody', 'alpha');
+    assert.deepEqual(b.lookup('resp_nobody', 'alpha'), { ok: false, why: 'unknown' });
+  } finally {
+    a.close();
+    b.close();
+  }
+});
