@@ -41,7 +41,10 @@ test('200 concurrent long prompts to the 70B pool: some served, some 429 with an
   const served = results.filter((r) => r.status === 200);
   const shed = results.filter((r) => r.status === 429);
   assert.equal(served.length + shed.length, REQUESTS, `statuses: ${[...new Set(results.map((r) => r.status))].join(',')}`);
-  assert.ok(served.length >= 10, `served ${served.length}`);
+  // How many of the queued ones are served within their tier's wait depends on how fast the engines run in
+  // wall time (about 50 on an idle machine, 7 on a crowded one); what must hold anywhere is that the pool
+  // serves while it sheds: each replica serves at least one.
+  assert.ok(served.length >= stack.replicas.size, `served ${served.length}`);
   assert.ok(shed.length >= 1, 'the pool cannot hold 200 of these at once');
   for (const r of served) assert.equal((JSON.parse(r.body) as { usage: { completion_tokens: number } }).usage.completion_tokens, 100);
   for (const r of shed) {
@@ -62,6 +65,9 @@ test('200 concurrent long prompts to the 70B pool: some served, some 429 with an
   for (const u of records) {
     assert.equal(u.retries, 0);
     if (u.status === 429) assert.equal(u.replica, null, 'a shed request reached no replica');
+  }
+  for (const id of stack.replicas.keys()) {
+    assert.ok(records.some((u) => u.status === 200 && u.replica === id), `replica ${id} served none`);
   }
   const waited = records.filter((u) => u.status === 200 && u.queue_ms > 0).length;
   console.log(`# served ${served.length} (${waited} after a wait in the queue), shed ${shed.length}, Retry-After ${[...new Set(shed.map((r) => r.retryAfter))].join(',')}`);
