@@ -1,5 +1,5 @@
 // `npm run bench -- soak [--minutes 30] [--rps 6] [--replicas 3] [--time-scale 0.2] [--fault-every-s 60]
-// [--sample-s S] [--warmup-s S] [--seed 1] [--plot PATH.svg]`
+// [--sample-s S] [--warmup-s S] [--tokenizer-cache-mb 16] [--seed 1] [--plot PATH.svg]`
 // Question: does the gateway hold its memory and latency over a long run of realistic traffic with faults?
 // Setup: a private redis-server (quota backend, fail-open), `--replicas` mock 8B replicas as processes
 // (time-scaled), the gateway as its own process (kv-aware routing). Load: the seed mix (sim/seed-mix.ts: the
@@ -7,7 +7,7 @@
 // streamed. Faults, alternating every `--fault-every-s`: one replica SIGKILLed and restarted on its port
 // 5 s later; Redis SIGKILLed and restarted 3 s later. Samples gateway RSS, V8 heap, event-loop delay and
 // failures every `--sample-s`; prints a table, writes the SVG. Fails (exit 1) when RSS grew more than 5 %
-// from the end of warm-up to the end of the run, when any answer was broken (not a complete answer, a
+// from the end of warm-up (`--warmup-s`, or later once the tokenizer caches are 90 % full) to the end of the run, when any answer was broken (not a complete answer, a
 // cleanly cut stream or an HTTP error), or when requests stay in flight in the gateway after the load.
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +23,7 @@ import { sendSoakRequest, type Outcome } from '../soak/client.ts';
 import { writeSoakSvg, type SoakFault, type SoakPoint } from '../soak/plot.ts';
 import { soakRequest } from '../soak/requests.ts';
 import { sampleGateway } from '../soak/sampler.ts';
-import { summarizeSoak, type Interval } from '../soak/summary.ts';
+import { CACHE_FULL, summarizeSoak, warmupEnd, type Interval } from '../soak/summary.ts';
 import type { BenchScenario } from '../types.ts';
 
 const MODEL = 'llama-3.1-8b-instruct';
@@ -64,6 +64,7 @@ const soak: BenchScenario = async (argv) => {
       replicas: { type: 'string', default: '3' }, 'time-scale': { type: 'string', default: '0.2' },
       'fault-every-s': { type: 'string', default: '60' }, 'sample-s': { type: 'string' },
       'warmup-s': { type: 'string' }, seed: { type: 'string', default: '1' }, plot: { type: 'string' },
+      'tokenizer-cache-mb': { type: 'string', default: '16' },
     },
   });
   const minutes = Number(values.minutes);
@@ -73,8 +74,11 @@ const soak: BenchScenario = async (argv) => {
   const timeScale = values['time-scale'];
   const faultEveryMs = Number(values['fault-every-s']) * 1000;
   const sampleMs = values['sample-s'] ? Number(values['sample-s']) * 1000 : minutes <= 5 ? 5000 : 10_000;
-  // V8 grows its heap and the caches fill for the first minutes; growth is judged after that.
-  const warmMs = values['warmup-s'] ? Number(values['warmup-s']) * 1000 : Math.min(300_000, runMs / 4);
+  // V8 grows its heap for the first minutes and the tokenizer caches fill to their bound: growth is judged
+  // after both (warmupEnd). The caches are sized so that they fill within the first minutes at the default
+  // rate; at the gateway's default 64 MiB they take about 20 minutes at 6 req/s of the seed mix.
+  const minWarmMs = values['warmup-s'] ? Number(values['warmup-s']) * 1000 : Math.min(300_000, runMs / 4);
+  const cacheBytes = Number(values['tokenizer-cache-mb']) * 2 ** 20;
   const plotPath = values.plot ?? join(repoRoot, 'native-bench/results/soak.svg');
   if (!(minutes > 0 && rps > 0 && nReplicas >= 2 && faultEveryMs > 0)) throw new Error('--minutes, --rps > 0, --replicas >= 2');
 
@@ -92,6 +96,7 @@ const soak: BenchScenario = async (argv) => {
       repoRoot, logDir, model: MODEL, apiKey: API_KEY, policy: 'kv-aware', replicas: [], readyTimeoutMs: 120_000,
       configOverrides: {
         quota: { backend: 'redis', redis_url: redis.url, failure_mode: 'open' },
+        tokenizer: { cache_bytes: cacheBytes },
         // The mock GPUs run `timeScale` times faster than an A100: tell the router's cost model so.
         pools: [{ id: 'soak', model: MODEL, max_context_tokens: MAX_LEN, engine: scaledEngine(Number(timeScale)), replicas: replicas.map((r, i) => ({ id: ids[i], url: r.url })) }],
       },
@@ -162,18 +167,23 @@ const soak: BenchScenario = async (argv) => {
       await sleep(100);
       final = await sampleGateway(gw.proc.pid, gw.url);
     }
-    const summary = summarizeSoak(intervals, warmMs / 1000, final, brokenDetails);
+    const { warmS, cacheFullS } = warmupEnd(intervals, minWarmMs / 1000, cacheBytes);
+    const summary = summarizeSoak(intervals, warmS, final, brokenDetails);
     const points: SoakPoint[] = intervals.filter((iv) => iv.sample !== null).map((iv) => ({
       tS: iv.tS, rssMb: iv.sample!.rssBytes / 2 ** 20, heapMb: iv.sample!.heapUsedBytes / 2 ** 20,
       loopP99Ms: iv.sample!.loopP99Ms, failures: iv.cut + iv.httpErrors + iv.broken,
     }));
     writeSoakSvg(plotPath, `soak: ${minutes} min, seed mix at ${rps} req/s, ${nReplicas} mock replicas (time scale ${timeScale}), a fault every ${faultEveryMs / 1000} s`,
-      points, faults, warmMs / 1000);
+      points, faults, warmS);
     return {
       title: `Soak: ${minutes} min of the seed mix at ${rps} req/s with a fault every ${faultEveryMs / 1000} s (gateway process)`,
       columns: summary.columns,
       rows: summary.rows,
-      notes: [...summary.notes, `faults: ${faults.length} (${faults.filter((f) => f.what.startsWith('replica')).length} replica kills, ${faults.filter((f) => f.what.startsWith('redis')).length} Redis restarts)`, `plot: ${plotPath}; gateway and replica logs: ${logDir}`],
+      notes: [...summary.notes,
+        cacheFullS === null
+          ? `tokenizer caches never reached ${CACHE_FULL * 100} % of tokenizer.cache_bytes (${values['tokenizer-cache-mb']} MiB): growth judged from ${(minWarmMs / 60_000).toFixed(1)} min, their filling included`
+          : `tokenizer caches reached ${CACHE_FULL * 100} % of tokenizer.cache_bytes (${values['tokenizer-cache-mb']} MiB) at ${(cacheFullS / 60).toFixed(1)} min; warm-up ended at ${(warmS / 60).toFixed(1)} min`,
+        `faults: ${faults.length} (${faults.filter((f) => f.what.startsWith('replica')).length} replica kills, ${faults.filter((f) => f.what.startsWith('redis')).length} Redis restarts)`, `plot: ${plotPath}; gateway and replica logs: ${logDir}`],
       failed: summary.failed,
       extra: { intervals, faults, final },
     };

@@ -1,7 +1,7 @@
 // What the soak watches in the gateway process, every sample: resident memory (/proc/PID/status VmRSS, the
 // whole process with its worker threads), V8 heap in use and the event-loop delay since the previous sample
 // (both from the gateway's own /metrics: prom-client's default heap gauges and the gateway's
-// monitorEventLoopDelay window, which this scrape resets), and requests in flight.
+// monitorEventLoopDelay window, which this scrape resets), requests in flight and the tokenizer caches' bytes.
 // Thread: the bench's main thread, once per sample (one /proc read and one /metrics scrape).
 import { readFileSync } from 'node:fs';
 
@@ -11,6 +11,8 @@ export interface GatewaySample {
   loopP99Ms: number;
   loopMaxMs: number;
   inflight: number;
+  /** gateway_tokenizer_cache_bytes: the tokenizer caches filling towards tokenizer.cache_bytes is growth by design. */
+  tokenizerCacheBytes: number;
 }
 
 export function rssBytes(pid: number): number {
@@ -32,5 +34,6 @@ export async function sampleGateway(pid: number, url: string): Promise<GatewaySa
     loopP99Ms: metric(text, 'gateway_event_loop_delay_p99_seconds') * 1000,
     loopMaxMs: metric(text, 'gateway_event_loop_delay_max_seconds') * 1000,
     inflight: metric(text, 'gateway_inflight_requests'),
+    tokenizerCacheBytes: metric(text, 'gateway_tokenizer_cache_bytes'),
   };
 }

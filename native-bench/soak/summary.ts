@@ -21,6 +21,21 @@ export const RSS_GROWTH_LIMIT = 0.05;
 const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
 const mean = (xs: number[]): number => xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
 
+/** Share of tokenizer.cache_bytes at which the tokenizer caches count as full (their LRU then evicts as it adds). */
+export const CACHE_FULL = 0.9;
+
+/**
+ * When warm-up ends: `minWarmS`, or later the first sample whose tokenizer caches hold CACHE_FULL of their
+ * bound. Until then RSS grows by design (up to tokenizer.cache_bytes); judging growth from an earlier point
+ * would count a bounded cache as a leak. Null when the caches never filled (growth is then judged from
+ * `minWarmS`, which counts the filling against the gateway).
+ */
+export function warmupEnd(intervals: readonly Interval[], minWarmS: number, cacheBoundBytes: number): { warmS: number; cacheFullS: number | null } {
+  const full = intervals.find((iv) => iv.sample !== null && iv.sample.tokenizerCacheBytes >= CACHE_FULL * cacheBoundBytes);
+  const cacheFullS = full ? full.tS : null;
+  return { warmS: Math.max(minWarmS, cacheFullS ?? 0), cacheFullS };
+}
+
 export function summarizeSoak(intervals: readonly Interval[], warmS: number, final: GatewaySample, brokenDetails: readonly string[]) {
   const sampled = intervals.filter((iv) => iv.sample !== null);
   const after = sampled.filter((iv) => iv.tS >= warmS);
@@ -42,6 +57,7 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
       (g[g.length - 1]!.tS / 60).toFixed(1),
       last ? mb(last.rssBytes) : '-',
       last ? mb(last.heapUsedBytes) : '-',
+      last ? mb(last.tokenizerCacheBytes) : '-',
       s.length ? Math.max(...s.map((x) => x.loopP99Ms)).toFixed(1) : '-',
       s.length ? Math.max(...s.map((x) => x.loopMaxMs)).toFixed(0) : '-',
       sum((iv) => iv.sent), sum((iv) => iv.ok), sum((iv) => iv.cut),
@@ -56,7 +72,7 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
   for (const iv of intervals) for (const [k, v] of Object.entries(iv.statuses)) byCode[k] = (byCode[k] ?? 0) + v;
   if (final.inflight !== 0) reasons.push(`${final.inflight} requests still in flight in the gateway after the load`);
   return {
-    columns: ['min', 'RSS MB', 'heap MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
+    columns: ['min', 'RSS MB', 'heap MB', 'tokenizer cache MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
     rows,
     failed: reasons.length > 0 ? reasons.join('; ') : undefined,
     notes: [

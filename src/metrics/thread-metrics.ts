@@ -2,7 +2,7 @@
 // replica scrapes (poller thread). Defined once here; both GatewayMetrics (main) and WorkerMetrics (workers)
 // build them from this function, so the definitions the aggregator merges are identical by construction.
 // Thread: any. Recording is hot-path-adjacent (once per tokenize task / scrape): cached children only.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { SCRAPE_BUCKETS_SECONDS, TOKENIZE_BUCKETS_SECONDS } from './buckets.ts';
 import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
 
@@ -16,6 +16,8 @@ export interface ThreadMetrics {
   /** One replica /metrics scrape by the poller, success or not. */
   readonly scrapeSeconds: Observer;
   readonly scrapes: Readonly<Record<ScrapeResult, Incrementer>>;
+  /** Registers one encoder's cache size (bytes) to be read at scrape time: nothing is recorded per request. */
+  trackTokenizerCache(bytes: () => number): void;
 }
 
 export function defineThreadMetrics(registry: Registry): ThreadMetrics {
@@ -38,7 +40,22 @@ export function defineThreadMetrics(registry: Registry): ThreadMetrics {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  // Read only when scraped: the encoders' own byte counts (byte-lru.ts estimates), summed over this thread's
+  // encoders here and over threads by the aggregator (a gauge sums). Lets an operator, and the soak, tell a
+  // cache filling to its bound (tokenizer.cache_bytes) from a leak.
+  const cacheSources: Array<() => number> = [];
+  new Gauge({
+    name: 'gateway_tokenizer_cache_bytes',
+    help: 'Bytes held by the tokenizer token and block-hash caches (estimate), over every thread; bounded by tokenizer.cache_bytes.',
+    registers: [registry],
+    collect() {
+      let total = 0;
+      for (const f of cacheSources) total += f();
+      this.set(total);
+    },
+  });
   return {
+    trackTokenizerCache: (bytes) => { cacheSources.push(bytes); },
     tokenizeInline: histogramChild(tokenize, 'inline'),
     tokenizePool: histogramChild(tokenize, 'pool'),
     scrapeSeconds,

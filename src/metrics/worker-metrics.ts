@@ -53,6 +53,11 @@ export class WorkerMetrics {
     this.m.tokenizePool.observe(seconds);
   }
 
+  /** This worker's tokenizer cache size, read when a snapshot is taken. */
+  trackTokenizerCache(bytes: () => number): void {
+    this.m.trackTokenizerCache(bytes);
+  }
+
   /** One replica scrape by the poller. */
   scraped(seconds: number, result: ScrapeResult): void {
     this.m.scrapeSeconds.observe(seconds);

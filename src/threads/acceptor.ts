@@ -32,7 +32,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
     (message) => log.warn({ component: 'registry' }, message));
   const inflightCells = new Int32Array(data.inflightBuffer);
   const tokenizer = await PromptTokenizer.withRunner(cfg.tokenizer, data.remotePool ? new RemoteTokenizePool(caller) : null, {
-    tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))], inlineObserver: metrics.thread.tokenizeInline,
+    tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))], inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
   });
   const upstream = new UpstreamClient(cfg.upstream);
   // Every acceptor's owner map is replicated to the others: a follow-up may arrive on another thread.

@@ -83,6 +83,11 @@ export class CachedPromptEncoder {
     return { segments: this.segments.bytes, prefixes: this.prefixes.bytes, capacity: this.segments.capacityBytes + this.prefixes.capacityBytes };
   }
 
+  /** cacheBytes() summed: what the tokenizer cache gauge reads at scrape time. */
+  cacheBytesUsed(): number {
+    return this.segments.bytes + this.prefixes.bytes;
+  }
+
   /** Each segment's ids (cached or encoded now; the arrays are the cache's own, never to be modified) and the hashes. */
   private encodeChat(work: PromptWork, shouldStop: (() => boolean) | null, texts: readonly string[]): { parts: Uint32Array[]; blockHashes: Float64Array } {
     const tokenizer = getTokenizer(work.tokenizer);

@@ -51,6 +51,8 @@ export interface PromptTokenizerOptions {
   tokenizers?: readonly TokenizerName[];
   /** Records inline tokenize time in seconds (GatewayMetrics.thread.tokenizeInline). */
   inlineObserver?: { observe(seconds: number): void } | null;
+  /** Registers the inline encoder's cache size for scrape-time reading (GatewayMetrics.thread.trackTokenizerCache). */
+  trackCache?: (bytes: () => number) => void;
   /** GatewayMetrics.workerChannel: workers record their task run time there. */
   metricsChannel?: string | null;
 }
@@ -78,11 +80,13 @@ export class PromptTokenizer {
   private replyInlineCount = 0;
   private replyPooledCount = 0;
 
-  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizeRunner | null, inlineObserver: PromptTokenizerOptions['inlineObserver']) {
+  private constructor(cfg: GatewayConfig['tokenizer'], pool: TokenizeRunner | null, opts: PromptTokenizerOptions) {
     this.inlineMaxChars = pool === null ? Number.POSITIVE_INFINITY : cfg.inline_max_chars;
-    this.inlineEncoder = new CachedPromptEncoder(cfg.cache_bytes / (cfg.threads + 1));
+    const encoder = new CachedPromptEncoder(cfg.cache_bytes / (cfg.threads + 1));
+    this.inlineEncoder = encoder;
     this.pool = pool;
-    this.inlineObserver = inlineObserver ?? null;
+    this.inlineObserver = opts.inlineObserver ?? null;
+    opts.trackCache?.(() => encoder.cacheBytesUsed());
   }
 
   /**
@@ -99,7 +103,7 @@ export class PromptTokenizer {
       pool = new TokenizePool(cfg.threads, cfg.cache_bytes / (cfg.threads + 1), opts.metricsChannel ?? null);
       await pool.warmup(tokenizers);
     }
-    return new PromptTokenizer(cfg, pool, opts.inlineObserver);
+    return new PromptTokenizer(cfg, pool, opts);
   }
 
   /**
@@ -109,7 +113,7 @@ export class PromptTokenizer {
   static async withRunner(cfg: GatewayConfig['tokenizer'], runner: TokenizeRunner | null, options: PromptTokenizerOptions = {}): Promise<PromptTokenizer> {
     await initBlockHasher();
     for (const name of options.tokenizers ?? ['llama3']) getTokenizer(name);
-    return new PromptTokenizer(cfg, runner, options.inlineObserver);
+    return new PromptTokenizer(cfg, runner, options);
   }
 
   /** The pool itself, for the main thread to serve acceptor threads' pooled tasks (null without one). */

@@ -9,7 +9,7 @@ import { PromptTokenizer } from './prompt-tokenizer.ts';
 export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics): Promise<PromptTokenizer> {
   return PromptTokenizer.create(cfg.tokenizer, {
     tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))],
-    inlineObserver: metrics.thread.tokenizeInline,
+    inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
     metricsChannel: metrics.workerChannel,
   });
 }

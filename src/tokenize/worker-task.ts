@@ -30,7 +30,10 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
   // task still reports); it answers the main thread's scrapes on that BroadcastChannel.
   const setup = (task: WorkerTask): void => {
     encoder ??= new CachedPromptEncoder(task.cacheBytes);
-    if (metrics === null && task.metricsChannel !== null) metrics = new WorkerMetrics({ channelName: task.metricsChannel });
+    if (metrics === null && task.metricsChannel !== null) {
+      metrics = new WorkerMetrics({ channelName: task.metricsChannel });
+      metrics.trackTokenizerCache(() => encoder?.cacheBytesUsed() ?? 0);
+    }
   };
 
   const runTokenize = (task: TokenizeTask): Float64Array => {
