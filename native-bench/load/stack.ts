@@ -26,6 +26,8 @@ export interface StackOptions {
   /** Top-level sections merged over the generated gateway config (`{"server":{"threads":2}}`). */
   gatewayConfig?: Record<string, unknown>;
   keepLogs?: boolean;
+  /** The gateway runs with `--cpu-prof` and writes one .cpuprofile per thread here when it stops. */
+  cpuProfDir?: string;
 }
 
 export interface Stack {
@@ -60,7 +62,7 @@ async function startStackOnce(o: StackOptions): Promise<Stack> {
   try {
     const gw = await startGatewayProcess({
       repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, configOverrides: o.gatewayConfig,
-      readyTimeoutMs: READY_TIMEOUT_MS,
+      readyTimeoutMs: READY_TIMEOUT_MS, ...(o.cpuProfDir !== undefined ? { cpuProfDir: o.cpuProfDir } : {}),
     });
     return {
       gatewayUrl: gw.url, gatewayPid: gw.proc.pid, fleet, logDir,

@@ -7,10 +7,15 @@
 // Flags: --rates 10,20,40 (or --start R --factor F --max R), --step-seconds 20, --arrivals seed|constant|poisson
 // (seed: the workload's own Poisson sessions with bursts; the others re-time its requests), --seed 1,
 // --error-budget 0.01, --keep-going (sweep every rate even after a break); the stack: --replicas 4,
-// --profile llama-8b-a100, --time-scale 0.1 (targets scale with it), --gateway-config JSON, --keep-logs;
+// --profile llama-8b-a100, --time-scale 0.1 (targets scale with it), --gateway-config JSON, --keep-logs,
+// --cpu-prof (the gateway's threads profiled; self time by file for each thread in the notes);
 // or --url URL --api-key KEY --model ID (time scale 1).
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { topFrames } from '../../harness/cpuprofile-top.ts';
 import { CpuMeter } from '../proc-cpu.ts';
 import type { BenchScenario } from '../../types.ts';
 import { arrivalOffsetsMs, parseArrivalKind } from '../arrivals.ts';
@@ -39,6 +44,20 @@ function* schedule(mix: SeedMixRequests, retime: Float64Array | null): Generator
   }
 }
 
+/**
+ * One line per gateway thread (V8 names the files CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile; thread
+ * 0 is the main thread): its busy time over the whole run (warm-up and idle included) and its top files.
+ */
+function profileByThread(dir: string): string[] {
+  const files = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile')).sort();
+  if (files.length === 0) return [`gateway wrote no CPU profile in ${dir}`];
+  return [`gateway CPU profiles in ${dir}`, ...files.map((name) => {
+    const p = topFrames(join(dir, name), 6);
+    const busyMs = p.totalMs * (1 - p.idlePct / 100);
+    return `thread ${name.split('.')[4]}: busy ${f(busyMs, 0)} ms; by file ${p.byFile.map((x) => `${x.frame} ${f(x.selfPct, 1)}%`).join(', ')}`;
+  })];
+}
+
 const seedMix: BenchScenario = async (args) => {
   const { values } = parseArgs({
     args,
@@ -49,7 +68,7 @@ const seedMix: BenchScenario = async (args) => {
       'error-budget': { type: 'string', default: '0.01' }, 'keep-going': { type: 'boolean', default: false },
       replicas: { type: 'string', default: '4' }, profile: { type: 'string', default: 'llama-8b-a100' },
       'time-scale': { type: 'string', default: '0.1' }, 'gateway-config': { type: 'string' },
-      'keep-logs': { type: 'boolean', default: false },
+      'keep-logs': { type: 'boolean', default: false }, 'cpu-prof': { type: 'boolean', default: false },
       url: { type: 'string' }, 'api-key': { type: 'string' }, model: { type: 'string' },
     },
   });
@@ -59,9 +78,11 @@ const seedMix: BenchScenario = async (args) => {
   const sla = scaledSla(timeScale);
   const model = values.model ?? MODEL;
   const apiKey = values['api-key'] ?? API_KEY;
+  const cpuProfDir = values['cpu-prof'] && !values.url ? mkdtempSync(join(tmpdir(), 'seed-mix-cpuprof-')) : undefined;
   const stack = await startStack({
     url: values.url, replicas: Number(values.replicas), profile: values.profile, timeScale,
     gatewayConfig: parseJsonFlag(values['gateway-config']), keepLogs: values['keep-logs'],
+    ...(cpuProfDir !== undefined ? { cpuProfDir } : {}),
   });
   const rows: Array<Array<string | number>> = [];
   let idleCpuMsPerS = NaN;
@@ -104,6 +125,7 @@ const seedMix: BenchScenario = async (args) => {
   } finally {
     await stack.stop();
   }
+  const profileNotes = cpuProfDir !== undefined ? profileByThread(cpuProfDir) : [];
   const held = lastHeldRate(steps);
   return {
     title: `load seed-mix: SLA held up to ${f(held, 1)} req/s (TTFT p50/p99 ≤ ${f(sla.ttftP50Ms)}/${f(sla.ttftP99Ms)} ms for prompts ≤ 4,000 tokens, TPOT p95 ≤ ${f(sla.tpotP95Ms)} ms)`,
@@ -115,6 +137,7 @@ const seedMix: BenchScenario = async (args) => {
       values.url ? `target ${values.url} (time scale 1)` : `gateway + ${values.replicas} × ${values.profile} mocks at time scale ${timeScale}: the design's targets × ${timeScale}`,
       `arrivals: ${values.arrivals}; ${values['step-seconds']} s per rate; last rate that held: ${f(held, 1)} req/s`,
       `gateway CPU idle (no requests): ${f(idleCpuMsPerS, 1)} ms per second, included in the per-request column`,
+      ...profileNotes,
     ],
     extra: { steps, lastHeldRate: held, sla, idleCpuMsPerS },
   };
