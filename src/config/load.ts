@@ -100,6 +100,10 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
       });
     });
   });
+  const stallMs = cfg.upstream.stall_timeout_ms;
+  if (stallMs > 0 && stallMs < 2 * cfg.registry.scrape_interval_ms) {
+    throw new ConfigError(`config: upstream.stall_timeout_ms: must be 0 (off) or at least 2 × registry.scrape_interval_ms (${2 * cfg.registry.scrape_interval_ms})`);
+  }
   if (replicaIds.size > cfg.registry.max_replicas) {
     throw new ConfigError(`config: registry.max_replicas: ${cfg.registry.max_replicas} is fewer than the ${replicaIds.size} replicas configured`);
   }

@@ -89,6 +89,14 @@ export const configSchema = z.strictObject({
     connections_per_replica: z.number().int().positive().default(1024),
     /** Whole-response deadline for non-streaming requests (their headers come only at the end). */
     request_timeout_ms: z.number().int().positive().default(600000),
+    /**
+     * A replica holding a request that has sent nothing to its client, whose engine token counters (scraped)
+     * have not moved for this long, is judged stalled: those requests are retried elsewhere and it is held out
+     * of routing until it moves (src/pipeline/stall-watch.ts). A prefill is counted only when it completes, so
+     * this must outlast the longest one: 128k tokens at ~12k tokens/s on an A100 is ~11 s; 30 s leaves room for
+     * a slower GPU or a queue. At least 2 × registry.scrape_interval_ms; 0 turns it off.
+     */
+    stall_timeout_ms: z.number().int().min(0).default(30000),
   }).prefault({}),
   tokenizer: z.strictObject({
     threads: z.number().int().min(0).max(64).default(1),

@@ -15,7 +15,7 @@ export const ROUTES = ['chat', 'completions', 'responses'] as const;
 export const TIERS = ['premium', 'standard', 'batch'] as const;
 export const ADMISSION_RESULTS = ['admitted', 'queued', 'shed'] as const;
 export const QUOTA_RESULTS = ['ok', 'rate_limit_exceeded', 'concurrency_limit_exceeded', 'quota_unavailable', 'degraded'] as const;
-export const UPSTREAM_ERROR_KINDS = ['connect', 'reset', 'status_5xx', 'status_4xx', 'first_token_timeout', 'mid_stream'] as const;
+export const UPSTREAM_ERROR_KINDS = ['connect', 'reset', 'status_5xx', 'status_4xx', 'first_token_timeout', 'stalled', 'mid_stream'] as const;
 export const CANCEL_PHASES = ['queued', 'upstream_wait', 'streaming'] as const;
 /** A retry is labelled by the failure kind that caused it, or by the error code it would have returned. */
 const RETRY_KINDS = new Set<string>([...UPSTREAM_ERROR_KINDS, ...Object.keys(ERROR_CODES)]);

@@ -38,6 +38,7 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
   readonly ledger: AttemptPlan['ledger'];
   readonly router: AttemptPlan['router'];
   readonly upstream: AttemptPlan['upstream'];
+  readonly stalls: AttemptPlan['stalls'];
   /** This job, when the routing policy learns finished replies and the tokenizer can hash them; else null. */
   readonly replies: ReplyHashing | null;
   /** This job when it is a Responses API request the replica stores (its id and turn are then remembered). */
@@ -80,6 +81,7 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
     this.ledger = svc.registry.ledger;
     this.router = svc.router;
     this.upstream = svc.upstream;
+    this.stalls = svc.stalls ?? null;
     // Plain reads of what setup fixed: a policy with a `finished` hook (kv-aware) extends its prefix index
     // with the reply's blocks; round-robin has none, so its requests collect no text and hash nothing. With
     // n > 1 the stream interleaves several replies: none is learnt.

@@ -17,13 +17,14 @@ import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { GatewayMetrics } from '../metrics/metrics.ts';
 import { ModelCatalog } from './model-catalog.ts';
 import type { ResponseOwners } from './response-owners.ts';
+import { StallWatch, type StallSignals } from './stall-watch.ts';
 import type { LogStage, RegistryStage, Services, TokenizeStage } from './services.ts';
 
 export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
 
 export interface RequestPathParts {
   env: Record<string, string | undefined>;
-  registry: FleetView & RegistryStage;
+  registry: FleetView & RegistryStage & StallSignals;
   prefixIndex: PrefixIndex;
   quota: QuotaStore;
   tokenizer: TokenizeStage;
@@ -39,6 +40,8 @@ export interface RequestPathParts {
 export class RequestPath {
   /** Kept for the path's life: requests waiting in its queues hold callbacks into it. */
   readonly admission: AdmissionController;
+  /** Kept across reloads too: it holds the attempts in flight and which replicas are held as stalled. */
+  readonly stalls: StallWatch;
   private current: Services;
   private readonly parts: RequestPathParts;
   /** upstream.connections_per_replica is the client's, fixed at start. */
@@ -47,6 +50,11 @@ export class RequestPath {
   constructor(cfg: GatewayConfig, parts: RequestPathParts) {
     this.parts = parts;
     this.connectionsPerReplica = cfg.upstream.connections_per_replica;
+    const reg = parts.registry;
+    this.stalls = new StallWatch(reg, reg.ledger.slots, cfg.upstream.stall_timeout_ms, (slot, attempts) => {
+      const info = reg.replica(slot);
+      parts.log.warn({ replica: info.id, attempts, stall_timeout_ms: this.stalls.window }, 'replica made no progress: its waiting attempts are retried elsewhere and it is held out of routing until it moves');
+    });
     const router = this.newRouter(cfg);
     this.admission = new AdmissionController({
       fleet: parts.registry, kv: new KvEstimator(parts.registry, parts.registry.ledger.slots, cfg.admission.stale_ms), router,
@@ -69,15 +77,16 @@ export class RequestPath {
 
   private newRouter(c: GatewayConfig): Router {
     const p = this.parts;
-    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry);
+    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry, this.stalls);
   }
 
   private build(c: GatewayConfig, router: Router): Services {
     const p = this.parts;
+    this.stalls.reconfigure(c.upstream.stall_timeout_ms);
     this.admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: this.connectionsPerReplica, pollMs: c.registry.scrape_interval_ms });
     return Object.freeze({
       cfg: c, catalog: new ModelCatalog(c), auth: new Authenticator(c.tenants, p.env), quota: p.quota, tokenizer: p.tokenizer,
-      registry: p.registry, router, admission: this.admission, upstream: p.upstream, usage: p.usage, responses: p.responses, metrics: p.metrics, log: p.log,
+      registry: p.registry, router, admission: this.admission, stalls: this.stalls, upstream: p.upstream, usage: p.usage, responses: p.responses, metrics: p.metrics, log: p.log,
     });
   }
 }

@@ -9,6 +9,7 @@ import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { ReplyHashRequest } from '../tokenize/prompt-tokenizer.ts';
 import type { ModelCatalog } from './model-catalog.ts';
+import type { StallWatch } from './stall-watch.ts';
 import type { ResponseOwners } from './response-owners.ts';
 import type { ChatMessageIn } from './parse-body.ts';
 import type { PoolConfig } from '../config/schema.ts';
@@ -73,6 +74,8 @@ export interface Services {
   readonly router: Router;
   /** Kept across config reloads (queued requests hold callbacks into it); reconfigured in place. */
   readonly admission: AdmissionController;
+  /** Kept across config reloads: aborts attempts on a replica that shows no progress (stall-watch.ts); null: off. */
+  readonly stalls?: StallWatch | null;
   readonly upstream: UpstreamClient;
   readonly usage: UsageRecorder;
   /** Kept across config reloads: which replica stored each Responses API response. */

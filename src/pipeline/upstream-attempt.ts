@@ -17,44 +17,18 @@ import { SseRelay } from '../relay/sse-relay.ts';
 import { ResponsesRelay } from '../relay/responses-relay.ts';
 import type { StreamRelay } from '../relay/stream-relay.ts';
 import { finishedReply, jsonBodyFigures, streamFigures } from './attempt-figures.ts';
-import type { InflightLedger, LedgerEntry } from '../registry/inflight-ledger.ts';
+import type { LedgerEntry } from '../registry/inflight-ledger.ts';
 import { predictedCachedTokens } from '../router/cached-tokens.ts';
-import type { Router } from '../router/route.ts';
-import type { Decision, RouteRequest } from '../router/types.ts';
-import { EMPTY_STREAM, FIRST_TOKEN_TIMEOUT, statusFailure, TOO_LARGE, transportFailure, type AttemptOutcome } from '../upstream/retry-policy.ts';
+import type { Decision } from '../router/types.ts';
+import { EMPTY_STREAM, FIRST_TOKEN_TIMEOUT, STALLED, statusFailure, TOO_LARGE, transportFailure, type AttemptOutcome } from '../upstream/retry-policy.ts';
 import type { UpstreamFailureKind } from '../upstream/upstream-errors.ts';
-import type { UpstreamCall, UpstreamClient, UpstreamHandler, UpstreamRequest } from '../upstream/upstream-client.ts';
+import type { UpstreamCall, UpstreamHandler } from '../upstream/upstream-client.ts';
 import type { RequestContext } from './request-context.ts';
 import { normaliseUpstreamError } from './upstream-error-body.ts';
+import type { Watched } from './stall-watch.ts';
+import type { AttemptPlan } from './attempt-plan.ts';
 
-/** What every attempt of one request shares; built once per request (upstream-job.ts). */
-export interface AttemptPlan {
-  readonly request: UpstreamRequest;
-  /** The request as the router saw it; the feedback hooks get the same object. */
-  readonly routeReq: RouteRequest;
-  /** Output tokens the KV reservation covers: max_tokens × n. */
-  readonly reservedOutputTokens: number;
-  /** The pool's KV block size: the router's cached blocks become cached prompt tokens with it. */
-  readonly blockSize: number;
-  readonly firstTokenTimeoutMs: number;
-  readonly ledger: InflightLedger;
-  readonly router: Pick<Router, 'dispatched' | 'firstToken' | 'finished'>;
-  readonly upstream: Pick<UpstreamClient, 'dispatch'>;
-  /** Hashes finished replies for the router; null or absent when its policy does not take them (setup). */
-  readonly replies?: ReplyHashing | null;
-  /** A Responses API request the replica stores: told the id and output of the response it produced. */
-  readonly stored?: StoredResponses | null;
-}
-
-/** Remembers which replica stored a Responses API response (src/pipeline/response-owners.ts). */
-export interface StoredResponses {
-  produced(replicaId: string, id: string, outputTexts: string[]): void;
-}
-
-/** A finished reply's block hashes, continuing the request's prompt chain (src/tokenize/reply-hashes.ts). */
-export interface ReplyHashing {
-  hash(text: string, finishReason: 'stop' | 'length'): Promise<Float64Array>;
-}
+export type { AttemptPlan, ReplyHashing, StoredResponses } from './attempt-plan.ts';
 
 /** Non-streaming bodies above this are refused rather than held in memory (a 131k-token completion is ~1 MB). */
 const MAX_COLLECT_BYTES = 32 * 1024 * 1024;
@@ -62,7 +36,7 @@ const MAX_COLLECT_BYTES = 32 * 1024 * 1024;
 /** The event that ends a stream still running when the shutdown grace period (server.shutdown_grace_ms) ran out. */
 const CUT_BY_SHUTDOWN: Rejection = { code: 'shutting_down', message: 'The gateway is shutting down: the stream was cut at the end of its drain period.' };
 
-export class UpstreamAttempt implements UpstreamHandler {
+export class UpstreamAttempt implements UpstreamHandler, Watched {
   private call: UpstreamCall | null = null;
   private status = 0;
   private chunks: Buffer[] = [];
@@ -74,6 +48,11 @@ export class UpstreamAttempt implements UpstreamHandler {
   private relayedTokens = 0;
   private timer: NodeJS.Timeout | null = null;
   private timedOut = false;
+  private stalled = false;
+  stallSlot = -1;
+  stallSince = 0;
+  stallPrev: Watched | null = null;
+  stallNext: Watched | null = null;
   private settled = false;
   /** Cached prompt tokens the replica reported for this attempt; null until (unless) it says. */
   private reportedCached: number | null = null;
@@ -141,12 +120,23 @@ export class UpstreamAttempt implements UpstreamHandler {
       // The client may fail the attempt synchronously (a closed pool): it has settled already.
       if (this.settled) return;
       ctx.call = call;
-      if (ctx.cancelled) call.abort();
+      if (ctx.cancelled) return call.abort();
+      this.stallSlot = d.slot;
+      this.stallSince = Date.now();
+      plan.stalls?.watch(this);
     });
+  }
+
+  /** StallWatch: the replica showed no progress while this attempt waited; it is retried elsewhere. */
+  onStall(): void {
+    this.stalled = true;
+    this.call?.abort();
   }
 
   onStart(status: number): void {
     this.status = status;
+    // A whole answer is arriving (vLLM sends a non-streamed head with its body): no longer a stall candidate.
+    if (!this.ctx.stream) this.plan.stalls?.unwatch(this);
   }
 
   /**
@@ -185,6 +175,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       // nothing before the first token, so this is also TTFT; a Responses stream opens with two events
       // sent before prefill, and its first token is its first output_text.delta (the relay says when).
       this.clearTimer();
+      this.plan.stalls?.unwatch(this);
       ctx.phase = 'streaming';
       relay = this.relay = ctx.route === 'responses'
         ? new ResponsesRelay(sink, ctx.maxTokens)
@@ -329,6 +320,7 @@ export class UpstreamAttempt implements UpstreamHandler {
       return this.settle({ kind: 'sent', failure: 'mid_stream' });
     }
     if (this.timedOut) return this.settle({ kind: 'retry', ...FIRST_TOKEN_TIMEOUT });
+    if (this.stalled) return this.settle({ kind: 'retry', ...STALLED });
     if (this.collected > MAX_COLLECT_BYTES) return this.settle({ kind: 'retry', ...TOO_LARGE });
     return this.settle({ kind: 'retry', ...transportFailure(kind, err) });
   }
@@ -384,6 +376,7 @@ export class UpstreamAttempt implements UpstreamHandler {
   private settle(o: AttemptOutcome): void {
     if (this.settled) return;
     this.settled = true;
+    this.plan.stalls?.unwatch(this);
     this.release();
     this.ctx.call = null;
     this.resolve!(o);

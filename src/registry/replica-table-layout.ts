@@ -63,7 +63,13 @@ export const F_PREEMPTIONS_DELTA = F0 + 12;
 export const F_PROCESS_START_SECONDS = F0 + 13;
 /** Round-trip time of the last good /metrics scrape. */
 export const F_SCRAPE_LATENCY_MS = F0 + 14;
-/** Float64 word F0 + 15 is reserved. */
+/**
+ * Date.now() of the last scrape that saw the replica's engine move: its prompt, generation or prefix-query
+ * token counters changed since the scrape before (or the page has none of them, so a good scrape is all the
+ * evidence there is; or it was the first scrape). The stall watch (src/pipeline/stall-watch.ts) compares it
+ * with LAST_ATTEMPT_MS. 0 = never.
+ */
+export const F_LAST_PROGRESS_MS = F0 + 15;
 export const DATA_F64 = ROW_STRIDE_F64 - F0;
 
 /** Row health as the poller sees it. Data-plane failures are layered on top by ReplicaTable.isHealthy. */

@@ -8,7 +8,7 @@
 // return the same even value (cost: ~50 ns CPU per row, native-bench registry). Atomics operations are sequentially consistent and V8 does not move plain
 // accesses across them, so a copy bracketed by two equal even versions was not overlapped by a write.
 import {
-  F_BLOCK_SIZE, F_KV_USAGE, F_LAST_ATTEMPT_MS, F_LAST_GOOD_SCRAPE_MS, F_MAX_LORAS, F_NUM_GPU_BLOCKS,
+  F_BLOCK_SIZE, F_KV_USAGE, F_LAST_ATTEMPT_MS, F_LAST_GOOD_SCRAPE_MS, F_LAST_PROGRESS_MS, F_MAX_LORAS, F_NUM_GPU_BLOCKS,
   F_PREEMPTIONS_DELTA, F_PREEMPTIONS_TOTAL, F_PREFIX_HIT_RATE, F_PREFIX_HITS_TOTAL, F_PREFIX_QUERIES_TOTAL,
   F_PROCESS_START_SECONDS, F_RUNNING, F_SCRAPE_LATENCY_MS, F_WAITING, I_ADAPTER_EPOCH, I_ASSIGN_ID,
   I_DATA_PLANE_FAILURES, I_FLAGS, I_GENERATION, I_RESTARTS, I_RUNNING_ADAPTERS, I_SCRAPE_FAILURES, I_STATE,
@@ -43,6 +43,7 @@ export class ReplicaRow {
   preemptionsDelta = 0;
   processStartSeconds = Number.NaN;
   scrapeLatencyMs = 0;
+  lastProgressMs = 0;
 
   /** Back to the state of a freshly assigned slot, keeping nothing from a previous occupant. */
   clearData(): void {
@@ -68,6 +69,7 @@ export class ReplicaRow {
     this.preemptionsDelta = 0;
     this.processStartSeconds = Number.NaN;
     this.scrapeLatencyMs = 0;
+    this.lastProgressMs = 0;
   }
 }
 
@@ -129,6 +131,7 @@ export class ReplicaTable {
         out.preemptionsDelta = f64[fb + F_PREEMPTIONS_DELTA]!;
         out.processStartSeconds = f64[fb + F_PROCESS_START_SECONDS]!;
         out.scrapeLatencyMs = f64[fb + F_SCRAPE_LATENCY_MS]!;
+        out.lastProgressMs = f64[fb + F_LAST_PROGRESS_MS]!;
         if (Atomics.load(i32, ib + I_VERSION) === v1) {
           out.dataPlaneFailures = i32[ib + I_DATA_PLANE_FAILURES]!;
           return out.state !== ROW_STATE.EMPTY;
@@ -170,6 +173,16 @@ export class ReplicaTable {
 
   lastGoodScrapeMs(slot: number): number {
     return this.f64[slot * ROW_STRIDE_F64 + F_LAST_GOOD_SCRAPE_MS]!;
+  }
+
+  /** When the poller last finished a scrape of the replica, good or failed (Date.now() on its thread). */
+  lastAttemptMs(slot: number): number {
+    return this.f64[slot * ROW_STRIDE_F64 + F_LAST_ATTEMPT_MS]!;
+  }
+
+  /** When a scrape last saw the replica's engine move (F_LAST_PROGRESS_MS). */
+  lastProgressMs(slot: number): number {
+    return this.f64[slot * ROW_STRIDE_F64 + F_LAST_PROGRESS_MS]!;
   }
 
   kvUsage(slot: number): number {
@@ -236,6 +249,7 @@ export class ReplicaTableWriter extends ReplicaTable {
     f64[fb + F_PREEMPTIONS_DELTA] = row.preemptionsDelta;
     f64[fb + F_PROCESS_START_SECONDS] = row.processStartSeconds;
     f64[fb + F_SCRAPE_LATENCY_MS] = row.scrapeLatencyMs;
+    f64[fb + F_LAST_PROGRESS_MS] = row.lastProgressMs;
     // State last and atomically: single-word readers (isHealthy) never see UP before the data it stands for.
     Atomics.store(i32, ib + I_STATE, row.state);
     Atomics.store(i32, ib + I_VERSION, (v + 2) | 0);

@@ -1,5 +1,5 @@
-// Routing: filter the pool's members (healthy, not draining, not already tried, hosting the adapter), then let
-// the configured policy pick. Adapter filter: replicas where the adapter is resident (scraped) win when any
+// Routing: filter the pool's members (healthy, not draining, not already tried, hosting the adapter, not held
+// as stalled unless nothing else is left), then let the configured policy pick. Adapter filter: replicas where the adapter is resident (scraped) win when any
 // is; otherwise every replica configured to host it. Feedback from the pipeline is forwarded to the policy.
 // Thread: the acceptor. No I/O, no await.
 import type { GatewayConfig } from '../config/schema.ts';
@@ -38,16 +38,24 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
   }
 }
 
+/** Replicas to pass over while others can serve (src/pipeline/stall-watch.ts: judged stalled). */
+export interface ReplicaHolds {
+  held(slot: number): boolean;
+}
+
 export class Router {
   readonly policy: RoutingPolicy & RoutingFeedback;
   private readonly fleet: FleetView;
+  private readonly holds: ReplicaHolds | null;
   /** Reused across calls: route() is synchronous, so one scratch array per router is safe. */
   private readonly eligible: number[] = [];
   private readonly resident: number[] = [];
+  private readonly heldOut: number[] = [];
 
-  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView) {
+  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView, holds: ReplicaHolds | null = null) {
     this.policy = policy;
     this.fleet = fleet;
+    this.holds = holds;
   }
 
   /** Routes one request. The Decision is fresh per call (≈ 80 B): the pipeline keeps it for the feedback hooks. */
@@ -56,8 +64,11 @@ export class Router {
     const members = fleet.candidates(req.poolId);
     const eligible = this.eligible;
     const resident = this.resident;
+    const heldOut = this.heldOut;
+    const holds = this.holds;
     eligible.length = 0;
     resident.length = 0;
+    heldOut.length = 0;
     let healthy = 0;
     for (let i = 0; i < members.length; i++) {
       const slot = members[i]!;
@@ -68,11 +79,16 @@ export class Router {
       if (req.adapter !== null && r.adapters !== null && !r.adapters.includes(req.adapter)) continue;
       healthy++;
       if (req.excluded.includes(slot)) continue;
+      if (holds !== null && holds.held(slot)) {
+        heldOut.push(slot);
+        continue;
+      }
       eligible.push(slot);
       if (req.adapter !== null && fleet.residentAdapters(slot).includes(req.adapter)) resident.push(slot);
     }
-    if (eligible.length === 0) return { ok: false, reason: healthy === 0 ? 'no_healthy_replica' : 'all_tried' };
-    const pool = resident.length > 0 ? resident : eligible;
+    if (eligible.length === 0 && heldOut.length === 0) return { ok: false, reason: healthy === 0 ? 'no_healthy_replica' : 'all_tried' };
+    // A held replica serves only when no other can: better a likely wait than no answer.
+    const pool = resident.length > 0 ? resident : eligible.length > 0 ? eligible : heldOut;
     const d = new Decision();
     d.promptBlocks = req.blockHashes.length;
     const slot = this.policy.pick(req, pool, fleet, d);

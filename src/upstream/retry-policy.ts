@@ -16,6 +16,7 @@ export type RetryableFailure =
   | 'reset' //               the connection failed after it was up, before the first byte
   | 'headers_timeout' //     no response head within the request's headers timeout
   | 'first_token_timeout' // a stream's first token did not come within upstream.first_token_timeout_ms
+  | 'stalled' //             the replica showed no progress for upstream.stall_timeout_ms (src/pipeline/stall-watch.ts)
   | 'status_5xx' //          the replica answered with a 5xx
   | 'empty_response' //      a 200 stream that ended without a token
   | 'other'; //              anything else before the first byte (body timeout, a body over the size limit)
@@ -46,6 +47,8 @@ const TRAITS: Readonly<Record<FailureKind, FailureTraits>> = {
   reset: { replicaFault: true, metric: 'reset' },
   headers_timeout: { replicaFault: false, metric: 'first_token_timeout' },
   first_token_timeout: { replicaFault: false, metric: 'first_token_timeout' },
+  // The stall watch holds the replica out of routing itself, until its engine moves again.
+  stalled: { replicaFault: false, metric: 'stalled' },
   status_5xx: { replicaFault: false, metric: 'status_5xx' },
   empty_response: { replicaFault: false, metric: 'reset' },
   other: { replicaFault: false, metric: 'reset' },
@@ -87,6 +90,10 @@ export function statusFailure(status: number): 'status_5xx' | 'status_4xx' {
 }
 
 export const FIRST_TOKEN_TIMEOUT: { failure: RetryableFailure; rejection: Rejection } = { failure: 'first_token_timeout', rejection: { code: 'upstream_timeout' } };
+export const STALLED: { failure: RetryableFailure; rejection: Rejection } = {
+  failure: 'stalled',
+  rejection: { code: 'upstream_timeout', message: 'The replica made no progress within upstream.stall_timeout_ms.' },
+};
 export const TOO_LARGE: { failure: RetryableFailure; rejection: Rejection } = { failure: 'other', rejection: { code: 'upstream_error', message: 'The replica response was too large.' } };
 export const EMPTY_STREAM: { failure: RetryableFailure; rejection: Rejection } = { failure: 'empty_response', rejection: { code: 'upstream_unavailable', message: 'The replica ended the stream without a token.' } };
 

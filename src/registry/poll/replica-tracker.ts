@@ -44,6 +44,8 @@ export class ReplicaTracker {
   private prevPromptTokens = Number.NaN;
   private prevGenerationTokens = Number.NaN;
   private prevPreemptions = Number.NaN;
+  /** Sum of the engine's progress counters at the last good scrape (NaN: none on the page). */
+  private prevProgress = Number.NaN;
   private runningAdaptersRaw = '';
   private waitingAdaptersRaw = '';
   private reportedBlockSize = Number.NaN;
@@ -90,6 +92,13 @@ export class ReplicaTracker {
     if (dq > 0) row.prefixHitRate = Math.min(1, Math.max(0, (m.prefixHitsTotal - this.prevPrefixHits) / dq));
     const dp = m.preemptionsTotal - this.prevPreemptions;
     row.preemptionsDelta = dp > 0 ? dp : 0;
+
+    // Progress (src/pipeline/stall-watch.ts): the engine's token counters moved since the last good scrape.
+    // Any change counts, backwards too (a restart is a new process, judged afresh); a page without them, or
+    // the first scrape, counts as progress: no evidence of a stall is never taken for one.
+    const progress = progressSum(m);
+    if (!this.hasBaseline || Number.isNaN(progress) || progress !== this.prevProgress) row.lastProgressMs = nowMs;
+    this.prevProgress = progress;
 
     this.hasBaseline = true;
     this.prevStartSeconds = start;
@@ -159,6 +168,19 @@ export class ReplicaTracker {
     }
     return 0;
   }
+}
+
+/**
+ * Prompt tokens (counted when a prefill completes), generation tokens (every decode step) and prefix-cache
+ * queries (when a request is scheduled): one of them moves whenever the engine schedules or finishes work.
+ * NaN when the page has none of them.
+ */
+function progressSum(m: ParsedMetrics): number {
+  let sum = Number.NaN;
+  if (!Number.isNaN(m.promptTokensTotal)) sum = m.promptTokensTotal;
+  if (!Number.isNaN(m.generationTokensTotal)) sum = (Number.isNaN(sum) ? 0 : sum) + m.generationTokensTotal;
+  if (!Number.isNaN(m.prefixQueriesTotal)) sum = (Number.isNaN(sum) ? 0 : sum) + m.prefixQueriesTotal;
+  return sum;
 }
 
 function wentBack(current: number, previous: number): boolean {

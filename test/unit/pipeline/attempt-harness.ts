@@ -4,6 +4,7 @@
 import { RequestContext } from '../../../src/pipeline/request-context.ts';
 import type { AttemptPlan, ReplyHashing } from '../../../src/pipeline/upstream-attempt.ts';
 import { UpstreamAttempt } from '../../../src/pipeline/upstream-attempt.ts';
+import type { StallWatch } from '../../../src/pipeline/stall-watch.ts';
 import { InflightLedger } from '../../../src/registry/inflight-ledger.ts';
 import type { ClientSink } from '../../../src/relay/client-sink.ts';
 import { Decision, type RouteRequest } from '../../../src/router/types.ts';
@@ -20,7 +21,7 @@ export interface Harness {
   outcome: Promise<AttemptOutcome>;
 }
 
-export function attemptHarness(sink: ClientSink, opts: { stream: boolean; promptTokens?: number; cachedBlocks?: number; firstTokenTimeoutMs?: number; replies?: ReplyHashing }): Harness {
+export function attemptHarness(sink: ClientSink, opts: { stream: boolean; promptTokens?: number; cachedBlocks?: number; firstTokenTimeoutMs?: number; replies?: ReplyHashing; stalls?: StallWatch }): Harness {
   const ctx = new RequestContext('rid', 'chat', sink, performance.now());
   ctx.stream = opts.stream;
   const ledger = new InflightLedger(1);
@@ -41,6 +42,7 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
     },
     upstream: { dispatch: () => call },
     replies: opts.replies ?? null,
+    stalls: opts.stalls ?? null,
   };
   const d = new Decision();
   d.slot = 0;

@@ -228,3 +228,13 @@ test('createPolicy builds each configured baseline, and the route header names t
   assert.deepEqual([res.slot, res.replicaId], [0, 'a']);
   assert.match(router.header(r, res.decision), /^replica=a; policy=round-robin(; [a-z_]+=[^;]+)*$/, 'replica first, then `; key=value` figures');
 });
+
+test('a replica held as stalled is passed over while another can serve, and used when none is left', () => {
+  const held = new Set<number>([1]);
+  const router = new Router(new RoundRobinPolicy(), new TestFleet(threeReplicas()), { held: (slot) => held.has(slot) });
+  assert.deepEqual(ids(router, 4), ['a', 'c', 'a', 'c']);
+  held.add(0).add(2);
+  assert.deepEqual(new Set(ids(router, 3)), new Set(['a', 'b', 'c']), 'all held: better a likely wait than no answer');
+  const r = router.route({ poolId: '8b', adapter: null, promptTokens: 10, maxTokens: 10, blockHashes: new Float64Array(0), excluded: [0, 1, 2] });
+  assert.deepEqual(r, { ok: false, reason: 'all_tried' });
+});
