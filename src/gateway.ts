@@ -19,6 +19,7 @@ import { GatewayMetrics } from './metrics/metrics.ts';
 import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
 import { createTokenizeStage } from './tokenize/tokenize-stage.ts';
 import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
+import { ClientConnectionCounter } from './metrics/client-connections.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
@@ -101,6 +102,9 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     throw err;
   }
   const port = front.port;
+  // Every acceptor thread listens on this one port in this process, so one count covers them all.
+  const connections = await ClientConnectionCounter.open(port);
+  metrics.setSources({ clientConnections: () => connections.count() });
   log.info({ host: cfg.server.host, port, policy: cfg.routing.policy, quota: cfg.quota.backend, threads: cfg.server.threads }, 'gateway listening');
 
   let closed = false;
@@ -137,6 +141,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       await usage.close();
       await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close()]);
       metrics.close();
+      await connections.close();
       log.flush();
     },
   };

@@ -5,6 +5,7 @@
 // a source that throws leaves a labelled gauge without samples and a scalar at NaN for that scrape.
 import type { IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ClientConnectionCounts } from './client-connections.ts';
 import type { BoundedLabel } from './labels.ts';
 
 /** Pulled at scrape time; each is optional and may be set or replaced at any time. */
@@ -18,6 +19,8 @@ export interface MetricSources {
   /** The router's prefix index: occupied entries, and live entries replaced so far (a running total). */
   prefixIndexEntries?: () => number;
   prefixIndexEvictions?: () => number;
+  /** Client connections on the listen port, from the kernel's socket tables (client-connections.ts). */
+  clientConnections?: () => Promise<ClientConnectionCounts>;
 }
 
 export interface ScrapeGaugeContext {
@@ -92,6 +95,25 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
       const total = f();
       if (total > evictionsSeen) evictions.inc(total - evictionsSeen);
       evictionsSeen = total;
+    },
+  });
+
+  // One read of the socket tables gives both states. A failed read leaves the family without samples.
+  const conns: Gauge<'state'> = new Gauge({
+    name: 'gateway_client_connections',
+    help: 'Client TCP connections on the listen port: accepted (the gateway holds them) or queued (handshake done, waiting to be accepted).',
+    labelNames: ['state'] as const, registers: [reg],
+    collect: async () => {
+      conns.reset();
+      const f = ctx.sources().clientConnections;
+      if (!f) return;
+      try {
+        const c = await f();
+        conns.set({ state: 'accepted' }, c.accepted);
+        conns.set({ state: 'queued' }, c.queued);
+      } catch {
+        // unknown this scrape: no samples rather than a plausible 0
+      }
     },
   });
 

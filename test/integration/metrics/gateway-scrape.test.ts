@@ -105,6 +105,9 @@ void test('after a scripted run every counter and histogram on /metrics moved as
   // Counted in the poller thread, reported on the acceptor's page.
   assert.ok(sumOf(s, 'gateway_replica_scrapes_total', { result: 'ok' }) > 0, 'the poller thread\'s scrapes');
   assert.ok(sumOf(s, 'gateway_replica_scrape_duration_seconds_count') > 0);
+  // From the kernel's socket tables: at least this scrape's own connection, none waiting to be accepted.
+  assert.ok(valueOf(s, 'gateway_client_connections', { state: 'accepted' })! >= 1);
+  assert.equal(valueOf(s, 'gateway_client_connections', { state: 'queued' }), 0);
 
   const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 20_000 });
   assert.equal(`${r.stdout}${r.stderr}`.trim(), '', 'promtool check metrics is clean');

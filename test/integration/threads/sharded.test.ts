@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { startStack, waitFor, ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
 import { setFault } from '../mock-replica/http-client.ts';
 import { parseConfig } from '../../../src/config/load.ts';
@@ -76,6 +77,32 @@ test('connections spread over both acceptor threads, each counted in /metrics', 
   }, 5000, 50);
   // 24 connections all hashed to one socket of two: odds 2^-23.
   assert.ok(counts[0]! > before[0]! && counts[1]! > before[1]!, `per acceptor: ${counts.join(', ')}`);
+});
+
+test('gateway_client_connections counts the idle connections held by both threads, once each', async () => {
+  const gauge = async (): Promise<{ accepted: number; queued: number; fds: number; pageFds: number }> => {
+    const page = await (await fetch(`${stack.url}/metrics`)).text();
+    const one = (re: RegExp): number => [...page.matchAll(re)].length === 1 ? Number(re.exec(page)![1]) : Number.NaN;
+    return {
+      accepted: one(/^gateway_client_connections\{state="accepted"\} (\S+)$/gm), queued: one(/^gateway_client_connections\{state="queued"\} (\S+)$/gm),
+      fds: one(/^gateway_process_max_fds (\S+)$/gm), pageFds: one(/^gateway_process_open_fds (\S+)$/gm),
+    };
+  };
+  const base = await gauge();
+  assert.ok(base.fds > 0 && base.pageFds > 0, `process fd gauges, one sample each: ${JSON.stringify(base)}`);
+  const idle: Socket[] = Array.from({ length: 12 }, () => connect(Number(new URL(stack.url).port), '127.0.0.1'));
+  try {
+    // 12 fresh connections, spread by the kernel over both listen sockets, none sending a byte.
+    const held = await waitFor(async () => {
+      const g = await gauge();
+      return g.accepted >= base.accepted + 12 ? g : null;
+    }, 5000, 50);
+    assert.equal(held.accepted, base.accepted + 12, JSON.stringify(held));
+    assert.equal(held.queued, 0);
+  } finally {
+    for (const s of idle) s.destroy();
+  }
+  await waitFor(async () => (await gauge()).accepted <= base.accepted, 5000, 50);
 });
 
 test('one tenant burst across threads is held to its concurrency limit exactly', async () => {

@@ -25,6 +25,7 @@ async function rendered(): Promise<Map<string, string>> {
     m.setSources({
       inflight: () => 1, tokenizerQueueDepth: () => 0, replicaUp: () => [['8b-1', 1]],
       replicaStalenessSeconds: () => [['8b-1', 0.1]], kvOccupancy: () => [['8b', 0.5]], admissionQueueDepth: () => [['8b', 2]],
+      clientConnections: async () => ({ accepted: 3, queued: 1 }),
     });
     scriptedRun(m);
     m.thread.tokenizeInline.observe(0.001);
