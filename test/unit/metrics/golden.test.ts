@@ -19,6 +19,7 @@ void test('the exposition after the scripted run matches the golden file', async
     replicaStalenessSeconds: () => [['8b-1', 0.1], ['8b-2', 0.25], ['70b-1', 7]],
     kvOccupancy: () => [['8b', 0.72], ['70b', 0.41]],
     admissionQueueDepth: () => [['8b', 3], ['70b', 0]],
+    clientConnections: async () => ({ accepted: 12, queued: 0 }),
   });
   scriptedRun(m);
   m.thread.tokenizeInline.observe(0.0031);
