@@ -4,7 +4,8 @@
 // Thread: main. Setup and shutdown only.
 import type { GatewayConfig } from './config/schema.ts';
 import { createQuotaStore } from './quota/create-quota-store.ts';
-import type { QuotaStore } from './quota/types.ts';
+import { SharedQuotaTable } from './quota/shared-quota-table.ts';
+import { tenantLimits, type QuotaStore } from './quota/types.ts';
 import { ReplicaRegistry } from './registry/replica-registry.ts';
 import { PrefixIndex } from './router/prefix-index.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
@@ -55,9 +56,12 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     metricsChannel: metrics.workerChannel,
     log: (level, message) => log[level]({ component: 'registry' }, message),
   });
+  // Acceptor threads with the memory backend decide quota themselves over one shared table (src/quota/README.md).
+  const sharedQuota = cfg.server.threads > 1 && cfg.quota.backend === 'memory' ? SharedQuotaTable.create(cfg.tenants.map(tenantLimits)) : null;
   let quota: QuotaStore;
   try {
     quota = await createQuotaStore(cfg.quota, {
+      ...(sharedQuota !== null ? { sharedTable: sharedQuota } : {}),
       expectedGateways: cfg.quota.expected_gateways,
       onRedisError: (err) => log.warn({ component: 'quota', err: err.message }, 'redis error'),
       onStateChange: (up, detail) => log[up ? 'info' : 'error']({ component: 'quota' }, `redis ${up ? 'back' : 'down'}: ${detail}`),
@@ -95,7 +99,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   let front: Front;
   try {
     front = cfg.server.threads > 1
-      ? await AcceptorGroup.start({ cfg, env, registry, prefixIndex, quota, tokenizer, usage, metrics, log, logLevel: opts.logLevel ?? (log.level as LogLevel) })
+      ? await AcceptorGroup.start({ cfg, env, registry, prefixIndex, quota, sharedQuota, tokenizer, usage, metrics, log, logLevel: opts.logLevel ?? (log.level as LogLevel) })
       : await singleThread(cfg, path, registry, metrics);
   } catch (err) {
     await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close()]);
@@ -125,6 +129,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       const gone = goneUrls(prev, next);
       const kept = new Set(next.pools.flatMap((p) => p.replicas.map((r) => r.id)));
       const left = prev.pools.flatMap((p) => p.replicas.filter((r) => !kept.has(r.id)).map((r) => registry.slotOf(r.id))).filter((s) => s >= 0);
+      // First, as it can fail (the shared table's headroom used up): the reload is then refused, nothing applied.
+      sharedQuota?.assign(next.tenants.map(tenantLimits));
       registry.reload(next);
       // Removed replicas: their connection pools close once the requests still on them finish.
       for (const url of gone) void upstream.forget(url);

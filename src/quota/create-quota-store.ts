@@ -1,10 +1,13 @@
-// Chooses the quota backend from config: the in-memory store, or Redis behind the failure policy.
+// Chooses the quota backend from config: the in-memory store (private, or a view of the process's shared table
+// when acceptor threads decide quota themselves), or Redis behind the failure policy.
 // Thread: main, setup only.
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { createRedisClient, type RedisClient } from './redis-client.ts';
 import { redisEndpoint } from './redis-endpoint.ts';
 import { RedisQuotaStore } from './redis-quota-store.ts';
 import { ResilientQuotaStore } from './resilient-quota-store.ts';
+import { SharedQuotaStore } from './shared-quota-store.ts';
+import type { SharedQuotaTable } from './shared-quota-table.ts';
 import type { QuotaStore } from './types.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 
@@ -17,10 +20,18 @@ export interface CreateQuotaStoreOptions {
   onRedisError?: (err: Error) => void;
   /** Redis found down / back, for the log and metrics. */
   onStateChange?: (up: boolean, detail: string) => void;
+  /**
+   * The process's shared memory table (server.threads > 1, memory backend): the store is then a view of it,
+   * like every acceptor thread's, instead of a private MemoryQuotaStore.
+   */
+  sharedTable?: SharedQuotaTable;
 }
 
 export async function createQuotaStore(cfg: GatewayConfig['quota'], opts: CreateQuotaStoreOptions = {}): Promise<QuotaStore> {
-  if (cfg.backend === 'memory') return new MemoryQuotaStore({ leaseTtlMs: cfg.lease_ttl_ms });
+  if (cfg.backend === 'memory') {
+    const t = opts.sharedTable;
+    return t !== undefined ? new SharedQuotaStore(t, t.liveSlots, { leaseTtlMs: cfg.lease_ttl_ms }) : new MemoryQuotaStore({ leaseTtlMs: cfg.lease_ttl_ms });
+  }
   const client = createRedisClient(redisEndpoint(cfg.redis_url, cfg.redis_cluster), {
     connectTimeoutMs: Math.max(1000, cfg.timeout_ms),
     commandTimeoutMs: cfg.timeout_ms,

@@ -16,9 +16,8 @@ import {
   assertCost, DEFAULT_LEASE_DURATION_MS, LEASE_DURATION_EWMA_WEIGHT, REASON_CONCURRENCY, REASON_OK, REASON_TOKENS, toDecision,
 } from './decision.ts';
 import type { QuotaDecision, QuotaStore, QuotaStoreStats, TenantLimits } from './types.ts';
-import type { SharedQuotaTable} from './shared-quota-table.ts';
 import {
-  B_DURATION, B_TOKENS, B_TS, BUCKET, LEASE_WORDS, M_CAP, M_HIGH, M_OFFSET, META, type TenantSlots,
+  B_DURATION, B_TOKENS, B_TS, BUCKET, LEASE_WORDS, M_CAP, M_HIGH, M_OFFSET, META, type SharedQuotaTable, type TenantSlots,
 } from './shared-quota-table.ts';
 
 export interface SharedQuotaStoreOptions {

@@ -53,8 +53,8 @@ export class SharedQuotaTable {
   readonly bucket: Float64Array;
   readonly leaseExpiry: Float64Array;
   readonly leaseWord: Int32Array;
-  /** Main thread only: the assignment and the next free lease entry. */
-  private slots = new Map<string, number>();
+  /** Main thread only: the assignment (a store on the main thread reads it live) and the next free lease entry. */
+  private readonly slots = new Map<string, number>();
   private leaseTop = 0;
 
   private constructor(d: SharedQuotaDescriptor) {
@@ -130,6 +130,11 @@ export class SharedQuotaTable {
       }
     }
     return this.slotMap();
+  }
+
+  /** The assignment itself, updated in place by assign (for a store on the main thread). */
+  get liveSlots(): TenantSlots {
+    return this.slots;
   }
 
   /** A copy of the assignment, for a postMessage to the acceptors. */

@@ -1,7 +1,9 @@
 // The main thread's side of server.threads > 1: starts the acceptor threads on one port, answers their calls
-// into the single quota store, tokenizer pool and /metrics page, writes their usage records through the one
-// UsageRecorder, pushes registry membership and restarts to them, and carries reloads and shutdown to every one.
-// Thread: main. Per request it answers 2 quota calls and writes 1 usage record; the rest is setup and reload.
+// into the single quota store (Redis backend; the memory backend's table is shared and they decide on it
+// themselves), tokenizer pool and /metrics page, writes their usage records through the one UsageRecorder,
+// pushes registry membership and restarts to them, and carries reloads and shutdown to every one.
+// Thread: main. Per request it writes 1 usage record and, with the Redis backend, answers 2 quota calls; the
+// rest is setup and reload.
 import { createServer } from 'node:net';
 import type { Worker } from 'node:worker_threads';
 import type { GatewayConfig } from '../config/schema.ts';
@@ -9,6 +11,7 @@ import type { Logger, LogLevel } from '../logging/logger.ts';
 import type { GatewayMetrics } from '../metrics/metrics.ts';
 import type { Services } from '../pipeline/services.ts';
 import type { QuotaStore, TenantLimits } from '../quota/types.ts';
+import type { SharedQuotaTable } from '../quota/shared-quota-table.ts';
 import type { ReplicaRegistry } from '../registry/replica-registry.ts';
 import type { PrefixIndex } from '../router/prefix-index.ts';
 import type { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
@@ -28,6 +31,8 @@ export interface AcceptorGroupOptions {
   registry: ReplicaRegistry;
   prefixIndex: PrefixIndex;
   quota: QuotaStore;
+  /** The memory backend's shared table (acceptors decide quota on it), or null: quota calls come here. */
+  sharedQuota: SharedQuotaTable | null;
   tokenizer: PromptTokenizer;
   usage: UsageRecorder;
   metrics: GatewayMetrics;
@@ -71,6 +76,7 @@ export class AcceptorGroup {
         cfg, env: o.env, port, tableBuffer: registry.table.buffer, ledgerBuffer: registry.ledger.buffer, prefixBuffer: o.prefixIndex.buffer,
         inflightBuffer, membership: registry.membership(), metricsChannel: o.metrics.workerChannel, logLevel: o.logLevel,
         remotePool: o.tokenizer.runner !== null,
+        sharedQuota: o.sharedQuota !== null ? { desc: o.sharedQuota.descriptor, slots: o.sharedQuota.slotMap() } : null,
       };
       const results = await Promise.allSettled(Array.from({ length: cfg.server.threads }, (_, index) => group.spawn({ ...base, index })));
       const failed = results.find((r) => r.status === 'rejected');
@@ -100,7 +106,9 @@ export class AcceptorGroup {
         return;
       }
       this.reloadWaiters.set(seq, { left: live.length, done: resolve });
-      const msg: ToAcceptor = { t: 'reload', seq, cfg: services.cfg, m: this.o.registry.membership(), left: leftSlots };
+      const msg: ToAcceptor = {
+        t: 'reload', seq, cfg: services.cfg, m: this.o.registry.membership(), left: leftSlots, quotaSlots: this.o.sharedQuota?.slotMap() ?? null,
+      };
       for (const a of live) a.out.postMessage(msg);
     });
   }

@@ -1,7 +1,8 @@
 // One acceptor thread (server.threads > 1): a uWS app listening on the gateway's port (the kernel spreads new
 // connections over the threads' sockets with SO_REUSEPORT) running the whole request path. Per-request state
-// stays on this thread; the registry, ledger and prefix index are the main thread's SharedArrayBuffers, and the
-// quota store, tokenizer pool and usage sinks are the main thread's, over this thread's port (remote-stages.ts).
+// stays on this thread; the registry, ledger, prefix index and (memory backend) quota table are the main
+// thread's SharedArrayBuffers, and the Redis quota store, tokenizer pool and usage sinks are the main thread's,
+// over this thread's port (remote-stages.ts).
 // Its metrics reach the main thread's /metrics on the metrics BroadcastChannel, like any worker's.
 // Thread: acceptor workers. Setup, reload and shutdown here; the hot path is GatewayServer's.
 import { BroadcastChannel, type MessagePort } from 'node:worker_threads';
@@ -16,6 +17,8 @@ import { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import { UpstreamClient } from '../upstream/upstream-client.ts';
 import { UsageRecorder } from '../usage/usage-recorder.ts';
 import { createLogger } from '../logging/logger.ts';
+import { SharedQuotaStore } from '../quota/shared-quota-store.ts';
+import { SharedQuotaTable } from '../quota/shared-quota-table.ts';
 import { MainCaller, PortUsageSink, RemoteQuotaStore, RemoteTokenizePool } from './remote-stages.ts';
 import { Outbox, unbatch, type Batch } from './outbox.ts';
 import type { AcceptorWorkerData, ToAcceptor, ToMain } from './protocol.ts';
@@ -35,11 +38,14 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
     tokenizers: [...new Set(cfg.pools.map((p) => p.tokenizer))], inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
   });
   const upstream = new UpstreamClient(cfg.upstream);
+  // Memory backend: acquire and settle run here, on the process's one table (each thread renews the leases it holds).
+  const sq = data.sharedQuota;
+  const shared = sq !== null ? new SharedQuotaStore(SharedQuotaTable.attach(sq.desc), sq.slots, { leaseTtlMs: cfg.quota.lease_ttl_ms }) : null;
   // Every acceptor's owner map is replicated to the others: a follow-up may arrive on another thread.
   const responses = new ResponseOwners();
   responses.share(`${data.metricsChannel}:responses`);
   const path = new RequestPath(cfg, {
-    env: data.env, registry, prefixIndex: new PrefixIndex(data.prefixBuffer), quota: new RemoteQuotaStore(caller), tokenizer, upstream,
+    env: data.env, registry, prefixIndex: new PrefixIndex(data.prefixBuffer), quota: shared ?? new RemoteQuotaStore(caller), tokenizer, upstream,
     usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(out)] : []), responses, metrics, log,
   });
   registry.onRestart((slot) => {
@@ -92,6 +98,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
         const gone = new Set(cfg.pools.flatMap((p) => p.replicas.map((r) => r.url)));
         for (const p of msg.cfg.pools) for (const r of p.replicas) gone.delete(r.url);
         cfg = msg.cfg;
+        if (msg.quotaSlots !== null) shared?.setSlots(msg.quotaSlots);
         registry.apply(msg.m, cfg.registry.down_after_failures);
         for (const url of gone) void upstream.forget(url);
         metrics.reconfigure(cfg);
@@ -116,6 +123,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
       await publish(0); // the last numbers, so the main thread's final page counts every request
       await upstream.close();
       await tokenizer.close();
+      await shared?.close();
     } catch (err) {
       log.error({ err }, 'acceptor shutdown failed');
     } finally {

@@ -1,10 +1,12 @@
 // Messages between the main thread and its acceptor threads (one Worker port each, FIFO, so a usage record
 // posted before `closed` is always read before it). Thread: both sides. Per request: one `call` and one `ret`
-// for each quota acquire/settle and each pooled tokenize task, one `usage` message.
+// for each quota acquire/settle (Redis backend only: the memory backend's table is shared) and each pooled
+// tokenize task, one `usage` message.
 import type { GatewayConfig } from '../config/schema.ts';
 import type { MembershipSnapshot } from '../registry/replica-set.ts';
 import type { UsageRecord } from '../usage/usage-record.ts';
 import type { LogLevel } from '../logging/logger.ts';
+import type { SharedQuotaDescriptor } from '../quota/shared-quota-table.ts';
 
 export interface AcceptorWorkerData {
   index: number;
@@ -21,6 +23,8 @@ export interface AcceptorWorkerData {
   logLevel: LogLevel;
   /** The main thread has a tokenizer pool: send prompts above inline_max_chars to it. */
   remotePool: boolean;
+  /** Memory quota backend: the process's shared table and its tenant slots (else quota calls go to the main thread). */
+  sharedQuota: { desc: SharedQuotaDescriptor; slots: Map<string, number> } | null;
 }
 
 /** Stage calls the acceptor makes into the main thread's single instances. */
@@ -44,5 +48,5 @@ export type ToAcceptor =
   | { t: 'ret'; id: number; v?: unknown; err?: ErrorShape }
   | { t: 'membership'; m: MembershipSnapshot; downAfter: number }
   | { t: 'restart'; slot: number }
-  | { t: 'reload'; seq: number; cfg: GatewayConfig; m: MembershipSnapshot; left: number[] }
+  | { t: 'reload'; seq: number; cfg: GatewayConfig; m: MembershipSnapshot; left: number[]; quotaSlots: Map<string, number> | null }
   | { t: 'shutdown'; graceMs: number };
