@@ -1,8 +1,8 @@
 // The sharded mode (server.threads: 2) in front of two mock replicas, over real HTTP on fresh connections:
 // the kernel spreads connections over both acceptor threads (gateway_acceptor_requests_total), one tenant's
 // burst is held to its concurrency and token limits exactly although its requests land on both threads, the
-// in-flight ledger returns to zero, the usage file holds one whole record per request, and a reload reaches
-// every thread. One gateway for the file: starting two acceptor threads costs seconds on a loaded machine.
+// in-flight ledger returns to zero, the usage file holds one whole record per request, a reload reaches
+// every thread, and one the shared quota table has no room for is refused whole. One gateway for the file: starting two acceptor threads costs seconds on a loaded machine.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -163,4 +163,14 @@ test('a reload reaches every acceptor thread', async () => {
     return now[0]! + now[1]! - before[0]! - before[1]! === 25 ? now : null;
   }, 5000, 50);
   assert.ok(counts[0]! - before[0]! >= 2 && counts[1]! - before[1]! >= 2, `per acceptor after reload: ${counts.join(', ')} (before ${before.join(', ')})`);
+});
+
+test('a reload the shared quota table has no room for is refused whole; the running config keeps serving', async () => {
+  const running = stack.gateway.services.cfg;
+  const huge = { name: 'huge', api_keys: [{ sha256: sha('sk-threads-huge') }], tokens_per_second: 1, burst_tokens: 10, max_inflight: 100_000 };
+  const next = parseConfig({ ...JSON.parse(JSON.stringify(stack.cfg)), tenants: [...running.tenants, huge] });
+  await assert.rejects(stack.gateway.reload(next), /shared memory table is full/);
+  assert.equal(stack.gateway.services.cfg, running, 'the running config stays');
+  const results = await Promise.all(Array.from({ length: 8 }, () => complete(LATE_KEY, {})));
+  assert.deepEqual(results.map((r) => r.status), Array(8).fill(200));
 });
