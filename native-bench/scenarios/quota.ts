@@ -12,6 +12,8 @@ import { parseArgs } from 'node:util';
 import type { BenchScenario } from '../types.ts';
 import { Authenticator, hashApiKey } from '../../src/auth/authenticate.ts';
 import { MemoryQuotaStore } from '../../src/quota/memory-quota-store.ts';
+import { SharedQuotaStore } from '../../src/quota/shared-quota-store.ts';
+import { SharedQuotaTable } from '../../src/quota/shared-quota-table.ts';
 import { createQuotaStore } from '../../src/quota/create-quota-store.ts';
 import { createRedisClient, type RedisClient } from '../../src/quota/redis-client.ts';
 import { RedisQuotaStore } from '../../src/quota/redis-quota-store.ts';
@@ -53,7 +55,9 @@ const quota: BenchScenario = async (args) => {
   const seconds = Number(values.seconds);
   const rounds = Number(values.rounds);
   const tenants: TenantLimits[] = Array.from({ length: Number(values.tenants) }, (_, i) =>
-    Object.freeze({ name: `bench-${i}`, tokensPerSecond: 1e9, burstTokens: 1e9, maxInflight: 100_000 }));
+    // max_inflight 1,000: never reached at this pace (a few in flight per tenant), and it sizes the shared table (4 MB).
+    Object.freeze({ name: `bench-${i}`, tokensPerSecond: 1e9, burstTokens: 1e9, maxInflight: 1000 }));
+  const sharedTable = SharedQuotaTable.create(tenants);
 
   let stopRedis = async (): Promise<void> => undefined;
   let url = values['redis-url'];
@@ -79,6 +83,8 @@ const quota: BenchScenario = async (args) => {
   const variants: Array<[string, QuotaStore]> = [
     ['noop (pacer only)', noopStore],
     ['memory', new MemoryQuotaStore({ leaseTtlMs: 600_000 })],
+    // What each acceptor thread runs with server.threads > 1 (here one thread, so its locks are never contended).
+    ['memory, shared table', new SharedQuotaStore(sharedTable, sharedTable.slotMap(), { leaseTtlMs: 600_000 })],
     ['redis', redisStore],
     ['redis, one write per command', uncorkedStore],
     ...(piped ? [['redis, auto-pipelined', new RedisQuotaStore(piped, { keyPrefix: `${prefix}:piped`, leaseTtlMs: 600_000 })] as [string, QuotaStore]] : []),
