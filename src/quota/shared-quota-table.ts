@@ -145,7 +145,10 @@ export class SharedQuotaTable {
   /**
    * Takes tenant `slot`'s lock. Critical sections are a few hundred ns (a bucket refill and a scan of the
    * tenant's leases), so a contended taker spins briefly, then sleeps on the word (futex) until the holder
-   * wakes it: a holder descheduled mid-section costs the others a sleep, not a spinning core.
+   * wakes it: a holder descheduled mid-section costs the others a sleep, not a spinning core. Sections never
+   * throw between lock and unlock (callers use finally). A thread stopped by Worker.terminate() mid-section
+   * would leave the lock held: acceptors are terminated only once they have said `closed`, or at the shutdown
+   * deadline when the process is about to exit.
    */
   lock(slot: number): void {
     const m = this.meta;
