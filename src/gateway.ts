@@ -21,6 +21,7 @@ import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
 import { createTokenizeStage } from './tokenize/tokenize-stage.ts';
 import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
 import { ClientConnectionCounter } from './metrics/client-connections.ts';
+import { FREE_PORT_ATTEMPTS, freePort } from './util/free-port.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
@@ -166,9 +167,21 @@ async function singleThread(cfg: GatewayConfig, path: RequestPath, registry: Rep
   const server = new GatewayServer(services(), {
     metricsText: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
     ready: () => services().cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s))),
+    listenPaused: () => metrics.listenPaused(),
   });
   metrics.setSources({ inflight: () => server.inflightCount, admissionQueueDepth: () => path.admission.queueDepths() });
-  const port = await server.listen(cfg.server.host, cfg.server.port);
+  // Port 0 (tests): bind a port picked first, so the listen guard can bind it again (util/free-port.ts).
+  let port = 0;
+  for (let attempt = 1; port === 0; attempt++) {
+    try {
+      port = await server.listen(cfg.server.host, cfg.server.port !== 0 ? cfg.server.port : await freePort(cfg.server.host));
+    } catch (err) {
+      if (cfg.server.port !== 0 || attempt >= FREE_PORT_ATTEMPTS) {
+        server.closeConnections();
+        throw err;
+      }
+    }
+  }
   return {
     port,
     get inflightCount() {

@@ -42,6 +42,8 @@ export function defineFamilies(reg: Registry) {
       'Router-predicted minus replica-reported cached prompt tokens, per request the replica answered.', ['pool'], B.CACHE_ERROR_BUCKETS_TOKENS),
     configReloads: counter('gateway_config_reloads_total',
       'Configuration reloads (SIGHUP or a changed file) by result: applied, or rejected (the running config kept).', ['result']),
+    listenPauses: counter('gateway_listen_pauses_total',
+      'Times a listen socket was closed because the process had no file descriptor left (it listens again once some are free).', []),
     retries: counter('gateway_retries_total',
       'Upstream attempts retried (before the first token), by pool and failure kind.', ['pool', 'kind']),
   };

@@ -202,6 +202,11 @@ export class GatewayMetrics {
     this.f.configReloads.labels(result).inc();
   }
 
+  /** A listen socket closed at the open-file limit (src/server/listen-guard.ts); rare, not on the request path. */
+  listenPaused(): void {
+    this.f.listenPauses.inc();
+  }
+
   cancelled(phase: CancelPhase, latencySeconds: number): void {
     this.cancelLatency[phase].observe(latencySeconds);
   }

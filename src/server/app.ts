@@ -8,6 +8,7 @@
 // Thread: main. Hot path: the completion handler's synchronous part.
 import { createApp, closeApp, closeListenSocket, listenPort, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from './uws.ts';
 import { UwsSink } from './uws-sink.ts';
+import { ListenGuard } from './listen-guard.ts';
 import { readBody } from './read-request.ts';
 import { CorsPolicy } from './cors.ts';
 import { checkHead } from './request-head.ts';
@@ -66,6 +67,8 @@ export interface ServerHooks {
   ready(): boolean;
   /** Completion requests in flight changed (acceptor threads publish it for the main thread's count). */
   inflightChanged?(n: number): void;
+  /** The listen socket was closed because the process ran out of file descriptors (listen-guard.ts). */
+  listenPaused?(): void;
 }
 
 export class GatewayServer {
@@ -76,6 +79,8 @@ export class GatewayServer {
   private services: Services;
   private cors: CorsPolicy;
   private readonly hooks: ServerHooks;
+  private host = '';
+  private guard: ListenGuard | null = null;
   port = 0;
 
   constructor(services: Services, hooks: ServerHooks) {
@@ -122,10 +127,49 @@ export class GatewayServer {
           return;
         }
         this.listenSocket = sock;
+        this.host = host;
         this.port = listenPort(sock);
+        this.guardListen();
         resolve(this.port);
       });
     });
+  }
+
+  /** Whether the listen socket is closed because the process is at its open-file limit. */
+  get listenPaused(): boolean {
+    return this.guard?.paused ?? false;
+  }
+
+  /**
+   * Closes the listen socket while the process has no descriptor free and re-listens on the bound port (also
+   * when configured as 0) once some are. With acceptor threads each thread does this for its own socket.
+   */
+  private guardListen(): void {
+    if (this.guard !== null) return;
+    const log = (): Services['log'] => this.services.log;
+    const where = { component: 'server', host: this.host, port: this.port };
+    this.guard = new ListenGuard({
+      close: () => {
+        if (this.listenSocket !== null) closeListenSocket(this.listenSocket);
+        this.listenSocket = null;
+      },
+      listen: () => {
+        if (this.draining) return false;
+        this.app.listen(this.host, this.port, (sock) => { if (sock) this.listenSocket = sock; });
+        return this.listenSocket !== null;
+      },
+      paused: (margin) => {
+        this.hooks.listenPaused?.();
+        log().warn({ ...where, resume_when_free: margin }, 'open-file limit reached: stopped accepting connections');
+      },
+      resumed: (free) => log().info({ ...where, free_descriptors: free }, 'descriptors free again: accepting connections'),
+      relistenFailed: (attempt) => {
+        // Every probe retries; log the first failure and then one in 25 (about every 5 s).
+        if (attempt % 25 === 1) log().error({ ...where, attempt }, 'cannot listen again on the port; retrying');
+      },
+      unavailable: (reason) => log().warn({ ...where, reason }, 'open-file limit guard off'),
+    });
+    this.guard.start();
   }
 
   get inflightCount(): number {
@@ -135,6 +179,7 @@ export class GatewayServer {
   /** Stops accepting, waits for in-flight requests up to graceMs, then aborts what is left. */
   async shutdown(graceMs: number): Promise<void> {
     this.draining = true;
+    this.guard?.stop();
     if (this.listenSocket !== null) {
       closeListenSocket(this.listenSocket);
       this.listenSocket = null;
@@ -152,6 +197,7 @@ export class GatewayServer {
 
   /** Closes every connection left (idle keep-alives included) so an acceptor thread's loop can end. */
   closeConnections(): void {
+    this.guard?.stop();
     closeApp(this.app);
   }
 

@@ -4,7 +4,6 @@
 // pushes registry membership and restarts to them, and carries reloads and shutdown to every one.
 // Thread: main. Per request it writes 1 usage record and, with the Redis backend, answers 2 quota calls; the
 // rest is setup and reload.
-import { createServer } from 'node:net';
 import type { Worker } from 'node:worker_threads';
 import type { GatewayConfig } from '../config/schema.ts';
 import type { Logger, LogLevel } from '../logging/logger.ts';
@@ -20,10 +19,9 @@ import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import { spawnWorker } from '../util/spawn-worker.ts';
 import type { AcceptorWorkerData, ToAcceptor, ToMain } from './protocol.ts';
 import { Outbox, unbatch, type Batch } from './outbox.ts';
+import { FREE_PORT_ATTEMPTS, freePort } from '../util/free-port.ts';
 
 const ACCEPTOR_URL = new URL('../../workers/acceptor.worker.ts', import.meta.url);
-/** Port 0 asks for a free port; the threads bind it one after another, so a rare race with another process retries. */
-const FREE_PORT_ATTEMPTS = 5;
 
 export interface AcceptorGroupOptions {
   cfg: GatewayConfig;
@@ -197,17 +195,4 @@ export class AcceptorGroup {
   private broadcast(msg: ToAcceptor): void {
     for (const a of this.acceptors) if (a.worker.threadId >= 0) a.out.postMessage(msg);
   }
-}
-
-/** A port free right now on `host` (the kernel's pick). */
-function freePort(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }

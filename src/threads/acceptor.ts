@@ -59,6 +59,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
     metricsText: async () => await caller.call('metrics', []).done as { contentType: string; body: string },
     ready: () => path.services.cfg.pools.every((p) => registry.candidates(p.id).some((s) => registry.isHealthy(s))),
     inflightChanged: (n) => Atomics.store(inflightCells, data.index, n),
+    listenPaused: () => metrics.listenPaused(),
   });
 
   const channel = new BroadcastChannel(data.metricsChannel);
