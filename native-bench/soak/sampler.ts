@@ -1,12 +1,16 @@
-// What the soak watches in the gateway process, every sample: resident memory (/proc/PID/status VmRSS, the
-// whole process with its worker threads), V8 heap in use and the event-loop delay since the previous sample
-// (both from the gateway's own /metrics: prom-client's default heap gauges and the gateway's
+// What the soak watches in the gateway process, every sample: resident memory (/proc/PID/status VmRSS and
+// RssAnon, the whole process with its worker threads); from the gateway's own /metrics, the V8 heap in use
+// (the main thread's, and every thread's summed), the event-loop delay since the previous sample (the
 // monitorEventLoopDelay window, which this scrape resets), requests in flight and the tokenizer caches' bytes.
 // Thread: the bench's main thread, once per sample (one /proc read and one /metrics scrape).
 import { readFileSync } from 'node:fs';
 
 export interface GatewaySample {
   rssBytes: number;
+  /** RssAnon: the process's anonymous memory (heaps, malloc); RSS minus it is mapped files and shared memory. */
+  rssAnonBytes: number;
+  /** gateway_threads_heap_used_bytes: the V8 heaps of every thread, summed. */
+  threadsHeapBytes: number;
   heapUsedBytes: number;
   loopP99Ms: number;
   loopMaxMs: number;
@@ -15,10 +19,14 @@ export interface GatewaySample {
   tokenizerCacheBytes: number;
 }
 
-export function rssBytes(pid: number): number {
-  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
+function statusKb(status: string, field: string, pid: number): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+  if (!m) throw new Error(`no ${field} for pid ${pid}`);
   return Number(m[1]) * 1024;
+}
+
+export function rssBytes(pid: number): number {
+  return statusKb(readFileSync(`/proc/${pid}/status`, 'utf8'), 'VmRSS', pid);
 }
 
 function metric(text: string, name: string): number {
@@ -28,8 +36,11 @@ function metric(text: string, name: string): number {
 
 export async function sampleGateway(pid: number, url: string): Promise<GatewaySample> {
   const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return {
-    rssBytes: rssBytes(pid),
+    rssBytes: statusKb(status, 'VmRSS', pid),
+    rssAnonBytes: statusKb(status, 'RssAnon', pid),
+    threadsHeapBytes: metric(text, 'gateway_threads_heap_used_bytes'),
     heapUsedBytes: metric(text, 'gateway_nodejs_heap_size_used_bytes'),
     loopP99Ms: metric(text, 'gateway_event_loop_delay_p99_seconds') * 1000,
     loopMaxMs: metric(text, 'gateway_event_loop_delay_max_seconds') * 1000,

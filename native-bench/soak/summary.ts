@@ -21,19 +21,31 @@ export const RSS_GROWTH_LIMIT = 0.05;
 const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
 const mean = (xs: number[]): number => xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
 
-/** Share of tokenizer.cache_bytes at which the tokenizer caches count as full (their LRU then evicts as it adds). */
-export const CACHE_FULL = 0.9;
+/** Growth of the tokenizer caches, as a share of their bound, below which they count as levelled off. */
+export const CACHE_SETTLED = 0.02;
 
 /**
- * When warm-up ends: `minWarmS`, or later the first sample whose tokenizer caches hold CACHE_FULL of their
- * bound. Until then RSS grows by design (up to tokenizer.cache_bytes); judging growth from an earlier point
- * would count a bounded cache as a leak. Null when the caches never filled (growth is then judged from
- * `minWarmS`, which counts the filling against the gateway).
+ * When warm-up ends: `minWarmS`, or later the first sample from which the tokenizer caches never grow by more
+ * than CACHE_SETTLED of their bound again (they are full, or as full as this traffic makes them; with
+ * tokenizer.threads workers each encoder has its own share of the bound, so the sum can settle below it).
+ * Until then RSS grows by design; judging growth from an earlier point would count a bounded cache as a leak.
+ * `cacheSettledS` is null when they levelled off only in the run's last third, or never (growth is then
+ * judged from `minWarmS`, which counts their filling against the gateway).
  */
-export function warmupEnd(intervals: readonly Interval[], minWarmS: number, cacheBoundBytes: number): { warmS: number; cacheFullS: number | null } {
-  const full = intervals.find((iv) => iv.sample !== null && iv.sample.tokenizerCacheBytes >= CACHE_FULL * cacheBoundBytes);
-  const cacheFullS = full ? full.tS : null;
-  return { warmS: Math.max(minWarmS, cacheFullS ?? 0), cacheFullS };
+export function warmupEnd(intervals: readonly Interval[], minWarmS: number, cacheBoundBytes: number): { warmS: number; cacheSettledS: number | null } {
+  const sampled = intervals.filter((iv) => iv.sample !== null);
+  let cacheSettledS: number | null = null;
+  let laterMax = Number.NEGATIVE_INFINITY;
+  // Walk back from the end: a sample qualifies when nothing after it exceeds it by more than the margin.
+  for (let i = sampled.length - 1; i >= 0; i--) {
+    const v = sampled[i]!.sample!.tokenizerCacheBytes;
+    if (laterMax - v > CACHE_SETTLED * cacheBoundBytes) break;
+    if (i < sampled.length - 3) cacheSettledS = sampled[i]!.tS;
+    if (v > laterMax) laterMax = v;
+  }
+  const endS = sampled.length > 0 ? sampled[sampled.length - 1]!.tS : 0;
+  if (cacheSettledS !== null && cacheSettledS > (endS * 2) / 3) cacheSettledS = null;
+  return { warmS: Math.max(minWarmS, cacheSettledS ?? minWarmS), cacheSettledS };
 }
 
 export function summarizeSoak(intervals: readonly Interval[], warmS: number, final: GatewaySample, brokenDetails: readonly string[]) {
@@ -56,7 +68,9 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
     rows.push([
       (g[g.length - 1]!.tS / 60).toFixed(1),
       last ? mb(last.rssBytes) : '-',
+      last ? mb(last.rssAnonBytes) : '-',
       last ? mb(last.heapUsedBytes) : '-',
+      last ? mb(last.threadsHeapBytes) : '-',
       last ? mb(last.tokenizerCacheBytes) : '-',
       s.length ? Math.max(...s.map((x) => x.loopP99Ms)).toFixed(1) : '-',
       s.length ? Math.max(...s.map((x) => x.loopMaxMs)).toFixed(0) : '-',
@@ -72,7 +86,7 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
   for (const iv of intervals) for (const [k, v] of Object.entries(iv.statuses)) byCode[k] = (byCode[k] ?? 0) + v;
   if (final.inflight !== 0) reasons.push(`${final.inflight} requests still in flight in the gateway after the load`);
   return {
-    columns: ['min', 'RSS MB', 'heap MB', 'tokenizer cache MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
+    columns: ['min', 'RSS MB', 'anon MB', 'heap MB (main)', 'heap MB (all threads)', 'tokenizer cache MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
     rows,
     failed: reasons.length > 0 ? reasons.join('; ') : undefined,
     notes: [

@@ -2,6 +2,7 @@
 // replica scrapes (poller thread). Defined once here; both GatewayMetrics (main) and WorkerMetrics (workers)
 // build them from this function, so the definitions the aggregator merges are identical by construction.
 // Thread: any. Recording is hot-path-adjacent (once per tokenize task / scrape): cached children only.
+import { getHeapStatistics } from 'node:v8';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { SCRAPE_BUCKETS_SECONDS, TOKENIZE_BUCKETS_SECONDS } from './buckets.ts';
 import { counterChild, histogramChild, type Incrementer, type Observer } from './fast-children.ts';
@@ -52,6 +53,17 @@ export function defineThreadMetrics(registry: Registry): ThreadMetrics {
       let total = 0;
       for (const f of cacheSources) total += f();
       this.set(total);
+    },
+  });
+  // Each thread reports its own V8 heap at scrape time and the aggregator sums them: the main thread's
+  // prom-client default heap gauges see only the main thread, so worker heaps (tokenizer caches, the poller's
+  // parse buffers) would otherwise hide inside RSS. One getHeapStatistics() call per scrape per thread.
+  new Gauge({
+    name: 'gateway_threads_heap_used_bytes',
+    help: 'V8 heap in use, summed over every gateway thread (main, acceptors, tokenizer workers, replica poller).',
+    registers: [registry],
+    collect() {
+      this.set(getHeapStatistics().used_heap_size);
     },
   });
   return {
