@@ -44,6 +44,16 @@ function* schedule(mix: SeedMixRequests, retime: Float64Array | null): Generator
   }
 }
 
+/** Resolves once the gateway reports no request in flight (gateway_inflight_requests), or after `maxMs`. */
+async function untilIdle(url: string, maxMs: number): Promise<void> {
+  const until = performance.now() + maxMs;
+  while (performance.now() < until) {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    if (/^gateway_inflight_requests 0$/m.test(text)) return;
+    await sleep(250);
+  }
+}
+
 /**
  * One line per gateway thread (V8 names the files CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile; thread
  * 0 is the main thread): its busy time over the whole run (warm-up and idle included) and its top files.
@@ -97,6 +107,8 @@ const seedMix: BenchScenario = async (args) => {
     // spread over fewer requests at low rates.
     if (stack.gatewayPid !== null) {
       const idle = new CpuMeter([stack.gatewayPid]);
+      // The warm-up's long streams (outputs to 4k tokens) run on after its last arrival: wait them out.
+      await untilIdle(stack.gatewayUrl, 120_000);
       await sleep(1000);
       idle.start();
       await sleep(4000);
