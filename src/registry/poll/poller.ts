@@ -1,58 +1,107 @@
-// The poll loop: every scrape interval, GET /metrics and /health from each assigned replica over keep-alive
-// connections, parse, and write the replica's row into the shared table (the table's only writer).
+// The poll loop: every scrape interval, GET /metrics and then /health from each assigned replica over its one
+// keep-alive connection (scrape-connection.ts), parse, and write the replica's row into the shared table (the
+// table's only writer).
 // Thread: poller worker (workers/replica-poller.worker.ts); also runnable on the main thread in tests and
 // benchmarks. Not on the request path. Cost at 64 replicas x 10 scrapes/s: native-bench/scenarios/registry.ts.
 //
 // One timer drives everything: each tick starts a scrape for every replica that has none in flight and
 // aborts scrapes older than scrape_timeout_ms (a coarse deadline, accurate to one interval, instead of a
 // timer per request). A replica whose scrape is still running when the next tick comes is skipped that tick.
-import { Agent, request, type ClientRequest, type IncomingMessage } from 'node:http';
+// The two GETs go one after the other on one connection rather than in parallel on two: one socket per
+// replica, and /health costs one more loopback or cluster round trip of latency, well inside an interval.
 import { ReplicaTableWriter } from '../replica-table.ts';
 import { ROW_STATE } from '../replica-table-layout.ts';
 import { FAILURE_KIND, type FailureKind, type FromPoller, type PollerSettings, type ToPoller } from './protocol.ts';
 import { EVENT, ReplicaTracker } from './replica-tracker.ts';
+import { ScrapeConnection, type ScrapeSink } from './scrape-connection.ts';
 import { ParsedMetrics, parseVllmMetrics } from './vllm-metrics-parser.ts';
 
-/** A /metrics page larger than this is not vLLM's (a real one is ~40 KB); the scrape fails. */
-const MAX_METRICS_BYTES = 8 * 1024 * 1024;
+const PHASE_IDLE = 0;
+const PHASE_METRICS = 1;
+const PHASE_HEALTH = 2;
 
-/** One in-flight scrape of one replica: /metrics and /health in parallel. */
-class Scrape {
+/** One assigned replica: its connection, its request heads (built once) and the scrape in flight. */
+class Target implements ScrapeSink {
   readonly tracker: ReplicaTracker;
-  readonly startedAtMs: number;
-  pending = 2;
+  readonly conn: ScrapeConnection;
+  readonly metricsRequest: string;
+  readonly healthRequest: string;
+  private readonly finished: (t: Target) => void;
+  phase = PHASE_IDLE;
+  startedAtMs = 0;
+  scrapesStarted = 0;
+  /** This scrape asks /health (else the last answer stands: healthEveryScrapes). */
+  askHealth = true;
   metricsStatus = 0;
   metricsBody = '';
   healthStatus = 0;
+  lastHealthStatus = 0;
   failure: FailureKind | null = null;
   failureDetail = '';
-  metricsReq: ClientRequest | null = null;
-  healthReq: ClientRequest | null = null;
-  /** Aborted because the slot was unassigned or reassigned: report nothing. */
-  cancelled = false;
-  /** The outcome has been applied; late socket events change nothing. */
-  reported = false;
 
-  constructor(tracker: ReplicaTracker, startedAtMs: number) {
+  constructor(tracker: ReplicaTracker, url: URL, finished: (t: Target) => void) {
     this.tracker = tracker;
-    this.startedAtMs = startedAtMs;
+    this.finished = finished;
+    // Port as node:http picked it: the URL's, else 80, or 443 for https:// (spoken to in clear, see
+    // scrape-connection.ts). Host: the URL's host[:port], as a browser or curl would send it.
+    const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+    this.conn = new ScrapeConnection(url.hostname, port, this);
+    const head = ` HTTP/1.1\r\nHost: ${url.host}\r\nAccept: text/plain\r\n\r\n`;
+    this.metricsRequest = `GET /metrics${head}`;
+    this.healthRequest = `GET /health${head}`;
   }
 
-  fail(kind: FailureKind, detail: string): void {
+  get inFlight(): boolean {
+    return this.phase !== PHASE_IDLE;
+  }
+
+  begin(nowMs: number, healthEvery: number): void {
+    this.phase = PHASE_METRICS;
+    this.startedAtMs = nowMs;
+    this.metricsStatus = 0;
+    this.metricsBody = '';
+    this.failure = null;
+    this.failureDetail = '';
+    this.askHealth = healthEvery <= 1 || this.scrapesStarted++ % healthEvery === 0;
+    this.healthStatus = this.askHealth ? 0 : this.lastHealthStatus;
+    this.conn.send(this.metricsRequest, true);
+  }
+
+  /** Ends the scrape in flight as `kind` (the timeout) and closes the connection: a late answer is dropped. */
+  abandon(kind: FailureKind, detail: string): void {
+    this.conn.destroy();
+    this.onFailure(kind, detail);
+  }
+
+  onResponse(status: number, body: string): void {
+    if (this.phase === PHASE_METRICS) {
+      this.metricsStatus = status;
+      this.metricsBody = body;
+      if (this.askHealth) {
+        this.phase = PHASE_HEALTH;
+        this.conn.send(this.healthRequest, false);
+        return;
+      }
+    } else {
+      this.healthStatus = status;
+    }
+    this.end();
+  }
+
+  onFailure(kind: FailureKind, detail: string): void {
     if (this.failure === null) {
       this.failure = kind;
       this.failureDetail = detail;
     }
+    this.end();
   }
-}
 
-interface Target {
-  tracker: ReplicaTracker;
-  host: string;
-  port: number;
-  scrape: Scrape | null;
-  scrapesStarted: number;
-  lastHealthStatus: number;
+  private end(): void {
+    if (this.phase === PHASE_IDLE) return;
+    this.phase = PHASE_IDLE;
+    if (this.askHealth) this.lastHealthStatus = this.healthStatus;
+    this.finished(this);
+  }
 }
 
 export class ReplicaPoller {
@@ -60,8 +109,8 @@ export class ReplicaPoller {
   private readonly post: (msg: FromPoller) => void;
   private settings: PollerSettings;
   private readonly targets: Array<Target | undefined>;
-  private readonly agent: Agent;
   private readonly parsed = new ParsedMetrics();
+  private readonly finished = (t: Target): void => this.finish(t);
   private timer: NodeJS.Timeout | null = null;
   /** Scrapes completed since start (diagnostics, benchmarks). */
   scrapesCompleted = 0;
@@ -77,8 +126,6 @@ export class ReplicaPoller {
     this.post = post;
     this.onScrape = onScrape;
     this.targets = new Array<Target | undefined>(this.writer.slots);
-    // Two sockets per replica (metrics and health run in parallel); LIFO keeps the warm one in use.
-    this.agent = new Agent({ keepAlive: true, maxSockets: 2, maxFreeSockets: 2, scheduling: 'lifo' });
   }
 
   start(): void {
@@ -105,11 +152,16 @@ export class ReplicaPoller {
     }
   }
 
+  /** Stops the timer and closes every replica's connection; scrapes in flight are abandoned unreported. */
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    for (const t of this.targets) if (t?.scrape) this.abort(t.scrape);
-    this.agent.destroy();
+    for (const t of this.targets) t?.conn.destroy();
+  }
+
+  /** TCP connections the slot's current replica has opened (tests: keep-alive reuse). -1: no replica. */
+  connectsOf(slot: number): number {
+    return this.targets[slot]?.conn.connects ?? -1;
   }
 
   /** Starts a scrape of every idle target now (the timer calls this; tests and benchmarks may too). */
@@ -119,24 +171,18 @@ export class ReplicaPoller {
     for (let slot = 0; slot < this.targets.length; slot++) {
       const t = this.targets[slot];
       if (t === undefined) continue;
-      if (t.scrape !== null) {
-        if (nowMs - t.scrape.startedAtMs >= timeoutMs) {
-          const s = t.scrape;
-          s.fail(FAILURE_KIND.TIMEOUT, `no answer within ${timeoutMs} ms`);
-          this.finish(t, s);
-          s.metricsReq?.destroy();
-          s.healthReq?.destroy();
-        }
+      if (t.inFlight) {
+        if (nowMs - t.startedAtMs >= timeoutMs) t.abandon(FAILURE_KIND.TIMEOUT, `no answer within ${timeoutMs} ms`);
         continue;
       }
-      this.startScrape(t, nowMs);
+      t.begin(nowMs, this.settings.healthEveryScrapes ?? 1);
     }
   }
 
   private assign(slot: number, assignId: number, replicaId: string, url: string, poolBlockSize: number): void {
-    const old = this.targets[slot];
-    if (old?.scrape) this.abort(old.scrape);
-    const parsedUrl = new URL(url);
+    // The slot's previous occupant (if the unassign never came): its connection and any scrape go with it.
+    this.targets[slot]?.conn.destroy();
+    this.targets[slot] = undefined;
     const tracker = new ReplicaTracker(slot, assignId, replicaId, url, poolBlockSize);
     const row = tracker.row;
     // Adopt the row when a restarted poller is handed the assignment it already holds (same token): keep
@@ -152,22 +198,16 @@ export class ReplicaPoller {
       this.writer.resetDataPlaneFailures(slot);
       this.writer.write(slot, row);
     }
-    this.targets[slot] = {
-      tracker,
-      host: parsedUrl.hostname,
-      port: Number(parsedUrl.port || (parsedUrl.protocol === 'https:' ? 443 : 80)),
-      scrape: null,
-      scrapesStarted: 0,
-      lastHealthStatus: 0,
-    };
+    const t = new Target(tracker, new URL(url), this.finished);
+    this.targets[slot] = t;
     // Scrape a new replica at once rather than up to one interval later: it enters rotation sooner.
-    this.startScrape(this.targets[slot]!, Date.now());
+    t.begin(Date.now(), this.settings.healthEveryScrapes ?? 1);
   }
 
   private unassign(slot: number, assignId: number): void {
     const t = this.targets[slot];
     if (t === undefined || t.tracker.assignId !== assignId) return;
-    if (t.scrape) this.abort(t.scrape);
+    t.conn.destroy();
     this.targets[slot] = undefined;
     const row = t.tracker.row;
     row.clearData();
@@ -178,85 +218,17 @@ export class ReplicaPoller {
     this.writer.write(slot, row);
   }
 
-  private startScrape(t: Target, nowMs: number): void {
-    const s = new Scrape(t.tracker, nowMs);
-    t.scrape = s;
-    const healthEvery = this.settings.healthEveryScrapes ?? 1;
-    if (healthEvery > 1 && t.scrapesStarted++ % healthEvery !== 0) {
-      s.pending = 1;
-      s.healthStatus = t.lastHealthStatus; // not asked this time: the last answer stands
-    } else {
-      s.healthReq = this.get(t, '/health', s, false);
-    }
-    s.metricsReq = this.get(t, '/metrics', s, true);
-  }
-
-  private get(t: Target, path: string, s: Scrape, keepBody: boolean): ClientRequest {
-    const req = request({ agent: this.agent, host: t.host, port: t.port, path, method: 'GET', headers: { accept: 'text/plain' } });
-    let settled = false;
-    const settle = (): void => {
-      if (settled) return;
-      settled = true;
-      if (--s.pending === 0) this.finish(t, s);
-    };
-    req.on('response', (res: IncomingMessage) => {
-      const status = res.statusCode ?? 0;
-      if (keepBody) s.metricsStatus = status;
-      else s.healthStatus = status;
-      if (!keepBody || status !== 200) {
-        res.resume();
-        res.on('end', settle);
-        res.on('error', settle);
-        return;
-      }
-      // latin1: every byte one char, no UTF-8 decoding. What we read (numbers, adapter names, which config
-      // restricts to [A-Za-z0-9._:-]) is ASCII, so nothing we use can be garbled.
-      res.setEncoding('latin1');
-      let body = '';
-      res.on('data', (chunk: string) => {
-        body += chunk;
-        if (body.length > MAX_METRICS_BYTES) {
-          s.fail(FAILURE_KIND.NOT_VLLM, `/metrics larger than ${MAX_METRICS_BYTES} bytes`);
-          req.destroy();
-        }
-      });
-      res.on('end', () => {
-        s.metricsBody = body;
-        settle();
-      });
-      res.on('error', (err: NodeJS.ErrnoException) => {
-        s.fail(FAILURE_KIND.UNREACHABLE, err.code ?? err.message);
-        settle();
-      });
-    });
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      s.fail(FAILURE_KIND.UNREACHABLE, err.code ?? err.message);
-      settle();
-    });
-    req.end();
-    return req;
-  }
-
-  private abort(s: Scrape): void {
-    s.cancelled = true;
-    s.metricsReq?.destroy();
-    s.healthReq?.destroy();
-  }
-
-  private finish(t: Target, s: Scrape): void {
-    if (s.reported || s.cancelled) return;
-    s.reported = true;
-    if (t.scrape === s) t.scrape = null;
-    if (s.healthReq !== null) t.lastHealthStatus = s.healthStatus;
-    const tracker = s.tracker;
-    // The slot may have been reassigned while this scrape was in flight: its result belongs to nobody.
-    if (this.targets[tracker.slot]?.tracker !== tracker) return;
+  private finish(t: Target): void {
+    const tracker = t.tracker;
+    // A target replaced or removed while its scrape ran has no say (its connection is destroyed, so this is
+    // only a guard).
+    if (this.targets[tracker.slot] !== t) return;
     const nowMs = Date.now();
     let events: number;
     let ok = false;
-    if (s.failure === null && s.metricsStatus === 200 && s.healthStatus >= 200 && s.healthStatus < 300) {
-      if (parseVllmMetrics(s.metricsBody, this.parsed)) {
-        events = tracker.onGood(this.parsed, nowMs, nowMs - s.startedAtMs);
+    if (t.failure === null && t.metricsStatus === 200 && t.healthStatus >= 200 && t.healthStatus < 300) {
+      if (parseVllmMetrics(t.metricsBody, this.parsed)) {
+        events = tracker.onGood(this.parsed, nowMs, nowMs - t.startedAtMs);
         ok = true;
         // Half-open: a good scrape gives a replica that data-plane failures took out another chance.
         const dp = this.writer.dataPlaneFailures(tracker.slot);
@@ -264,14 +236,14 @@ export class ReplicaPoller {
       } else {
         events = tracker.onFailure(FAILURE_KIND.NOT_VLLM, 'no vllm:num_requests_* series', nowMs, this.settings.downAfterFailures);
       }
-    } else if (s.failure !== null) {
-      events = tracker.onFailure(s.failure, s.failureDetail, nowMs, this.settings.downAfterFailures);
+    } else if (t.failure !== null) {
+      events = tracker.onFailure(t.failure, t.failureDetail, nowMs, this.settings.downAfterFailures);
     } else {
-      events = tracker.onFailure(FAILURE_KIND.STATUS, `/metrics ${s.metricsStatus}, /health ${s.healthStatus}`, nowMs, this.settings.downAfterFailures);
+      events = tracker.onFailure(FAILURE_KIND.STATUS, `/metrics ${t.metricsStatus}, /health ${t.healthStatus}`, nowMs, this.settings.downAfterFailures);
     }
-    s.metricsBody = '';
+    t.metricsBody = '';
     this.scrapesCompleted++;
-    if (this.onScrape !== null) this.onScrape((nowMs - s.startedAtMs) / 1000, ok ? 'ok' : s.failure === FAILURE_KIND.TIMEOUT ? 'timeout' : 'error');
+    if (this.onScrape !== null) this.onScrape((nowMs - t.startedAtMs) / 1000, ok ? 'ok' : t.failure === FAILURE_KIND.TIMEOUT ? 'timeout' : 'error');
     this.writer.write(tracker.slot, tracker.row);
     this.emit(tracker, events, ok);
   }
