@@ -3,7 +3,8 @@
 // interim responses skipped, 204/304 without a body, keep-alive per HTTP/1.0 and 1.1 rules. Body bytes are
 // handed on as views of the input (no copy); only a header block or a chunk-size line split across two reads
 // is copied and held. Anything malformed is an error, never a guess.
-// Thread: main. Hot path: feed() once per socket read; per chunked frame one indexOf for the size line.
+// Thread: main (upstream connections) and poller (src/registry/poll/scrape-connection.ts). Hot path: feed() once
+// per socket read; per chunked frame one scan for the size line.
 
 /** What the parser reports. Calls happen synchronously inside feed(). */
 export interface H1ResponseSink {
