@@ -2,7 +2,10 @@
 // client socket and a replica socket)? The mocks answer every stream slowly (`slow` fault: one token every
 // `--delay-ms`), so streams stay open; the client opens `--streams` of them open loop at `--open-rate`, holds
 // them, and mid-hold reads the gateway's resident set (VmRSS) and its open sockets from /proc. Per stream =
-// (RSS with N open − RSS before, after a warm-up) / streams held at that moment (the gateway's added sockets / 2).
+// (RSS with N open − RSS before, after a warm-up) / streams held at that moment (the gateway's added sockets / 2),
+// and the slope of RSS against streams held, sampled once a second through the ramp (the warm-up leaves garbage
+// that the collector may return during the ramp, which the difference counts against the streams and the slope
+// mostly does not).
 // N is capped by the open-file limit (`ulimit -n`): the gateway holds two sockets per stream, so
 // N ≤ (limit − 200) / 2; the table says when it capped the asked N.
 // Flags: --streams 20000, --open-rate 1000, --hold-seconds 10, --delay-ms 1000, --replicas 2, --gateway-config
@@ -25,6 +28,16 @@ function socketsOf(pid: number): number {
     } catch { /* closed meanwhile */ }
   }
   return n;
+}
+
+/** Least-squares slope of RSS against streams held (bytes per stream); NaN with fewer than 3 points. */
+export function rssSlope(points: ReadonlyArray<{ held: number; rss: number }>): number {
+  const n = points.length;
+  if (n < 3) return Number.NaN;
+  let sx = 0; let sy = 0; let sxx = 0; let sxy = 0;
+  for (const p of points) { sx += p.held; sy += p.rss; sxx += p.held * p.held; sxy += p.held * p.rss; }
+  const den = n * sxx - sx * sx;
+  return den === 0 ? Number.NaN : (n * sxy - sx * sy) / den;
 }
 
 const streams: BenchScenario = async (args) => {
@@ -76,7 +89,16 @@ const streams: BenchScenario = async (args) => {
     }
     const startedAt = performance.now();
     const pending = run(n, Number(values['open-rate']), chatBody({ model: MODEL, maxTokens: tokens, stream: true }));
+    // RSS against streams held, once a second through the ramp: the slope is the memory each added stream
+    // holds, free of what the warm-up left for the collector (the difference from rss0 carries that).
+    const points: Array<{ held: number; rss: number }> = [];
+    const sampler = setInterval(() => {
+      try {
+        points.push({ held: Math.max(0, socketsOf(pid) - sockets0) / 2, rss: rssBytes(pid) });
+      } catch { /* the gateway is gone: the run fails below */ }
+    }, 1000);
     await sleep(rampMs + holdMs / 2);
+    clearInterval(sampler);
     const sampleAtMs = performance.now() - startedAt;
     const rss1 = rssBytes(pid);
     const sockets1 = socketsOf(pid);
@@ -88,15 +110,17 @@ const streams: BenchScenario = async (args) => {
     // from the client's records: a stream accepted but still waiting for its first token holds both sockets too.
     const held = Math.floor((sockets1 - sockets0) / 2);
     const perStream = (rss1 - rss0) / Math.max(1, held);
-    rows.push([asked, n, open, held, (rss0 / 2 ** 20).toFixed(1), (rss1 / 2 ** 20).toFixed(1), (perStream / 1024).toFixed(2), failed]);
-    extra = { limit, cap, rss0, rss1, sockets0, sockets1, open, tokens, sampleAtMs, failures: failureKinds(res.records) };
+    const slope = rssSlope(points.filter((p) => p.held >= n / 10));
+    rows.push([asked, n, open, held, (rss0 / 2 ** 20).toFixed(1), (rss1 / 2 ** 20).toFixed(1), (perStream / 1024).toFixed(2),
+      Number.isFinite(slope) ? (slope / 1024).toFixed(2) : 'n/a', failed]);
+    extra = { limit, cap, rss0, rss1, sockets0, sockets1, open, tokens, sampleAtMs, points, slope, failures: failureKinds(res.records) };
     if (failed > 0) console.error(`failed: ${failureKinds(res.records)}`);
   } finally {
     await stack.stop();
   }
   return {
     title: `load streams: gateway memory per open stream (${n} streams)`,
-    columns: ['asked', 'sent', 'streaming at sample (first token in)', 'held at sample (gateway sockets / 2)', 'gateway RSS before MiB', 'RSS with streams MiB', 'KiB per open stream', 'failed'],
+    columns: ['asked', 'sent', 'streaming at sample (first token in)', 'held at sample (gateway sockets / 2)', 'gateway RSS before MiB', 'RSS with streams MiB', 'KiB per open stream (difference)', 'KiB per added stream (slope over the ramp)', 'failed'],
     rows,
     notes: [
       `open-file limit ${limit}: at most ${cap} streams (two gateway sockets each)${n < asked ? `; asked ${asked}, capped` : ''}`,
