@@ -27,7 +27,10 @@ let stack: TestStack;
 let port: number;
 
 before(async () => {
-  mock = await spawnMockReplica(['--profile', 'tiny', '--model', MODEL, '--time-scale', '0.01', '--max-model-len', String(meta.max_context_tokens)]);
+  // The tiny profile's 256 KV blocks hold only a few of the corpus's large valid prompts at once: with 24 cases
+  // on the wire, admission could then shed one (429 server_overloaded), which is right for that replica but not
+  // what this test is about. 4,096 blocks keep capacity out of the picture.
+  mock = await spawnMockReplica(['--profile', 'tiny', '--model', MODEL, '--time-scale', '0.01', '--max-model-len', String(meta.max_context_tokens), '--num-gpu-blocks', '4096']);
   stack = await startStack({
     pools: [{ id: '8b', model: MODEL, aliases: [meta.model], maxContextTokens: meta.max_context_tokens, replicas: [] }],
     externalReplicas: { '8b': [mock.url] },
