@@ -2,7 +2,7 @@
 // non-streamed body, or the `response` of a streamed response.completed event): its id, status, usage
 // (input_tokens, output_tokens, input_tokens_details.cached_tokens) and the texts of its output messages.
 // Thread: main. Once per Responses request, on an object already parsed.
-import { tokenCount, type UsageNumbers } from './usage-numbers.ts';
+import { responsesUsage, type UsageNumbers } from './usage-numbers.ts';
 
 export interface ResponseFigures {
   id: string | null;
@@ -20,20 +20,6 @@ export function responseFigures(r: unknown): ResponseFigures {
     status: typeof o.status === 'string' ? o.status : null,
     usage: responsesUsage(o.usage),
     outputTexts: outputTexts(o.output),
-  };
-}
-
-/** The Responses usage object's counts, in the chat names the rest of the gateway uses. */
-export function responsesUsage(u: unknown): UsageNumbers | null {
-  if (u === null || typeof u !== 'object') return null;
-  const o = u as { input_tokens?: unknown; output_tokens?: unknown; input_tokens_details?: { cached_tokens?: unknown } | null };
-  const completionTokens = tokenCount(o.output_tokens);
-  if (completionTokens === null) return null;
-  const d = o.input_tokens_details;
-  return {
-    promptTokens: tokenCount(o.input_tokens) ?? 0,
-    completionTokens,
-    cachedTokens: (d !== null && typeof d === 'object' ? tokenCount(d.cached_tokens) : null) ?? 0,
   };
 }
 

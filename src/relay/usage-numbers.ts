@@ -19,14 +19,23 @@ export function tokenCount(v: unknown): number | null {
  * then keeps its own counts). A missing or malformed prompt or cached count reads as 0.
  */
 export function usageNumbers(u: unknown): UsageNumbers | null {
+  return countsOf(u, 'prompt_tokens', 'completion_tokens', 'prompt_tokens_details');
+}
+
+/** The Responses API's usage object (input_tokens, output_tokens, input_tokens_details), read the same way. */
+export function responsesUsage(u: unknown): UsageNumbers | null {
+  return countsOf(u, 'input_tokens', 'output_tokens', 'input_tokens_details');
+}
+
+function countsOf(u: unknown, prompt: string, completion: string, details: string): UsageNumbers | null {
   if (u === null || typeof u !== 'object') return null;
-  const o = u as { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } | null };
-  const completionTokens = tokenCount(o.completion_tokens);
+  const o = u as Record<string, unknown>;
+  const completionTokens = tokenCount(o[completion]);
   if (completionTokens === null) return null;
-  const details = o.prompt_tokens_details;
+  const d = o[details] as { cached_tokens?: unknown } | null | undefined;
   return {
-    promptTokens: tokenCount(o.prompt_tokens) ?? 0,
+    promptTokens: tokenCount(o[prompt]) ?? 0,
     completionTokens,
-    cachedTokens: (details !== null && typeof details === 'object' ? tokenCount(details.cached_tokens) : null) ?? 0,
+    cachedTokens: (d !== null && typeof d === 'object' ? tokenCount(d.cached_tokens) : null) ?? 0,
   };
 }

@@ -5,29 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ResponsesRelay } from '../../../src/relay/responses-relay.ts';
-import type { ClientSink, HeaderList } from '../../../src/relay/client-sink.ts';
+import { TextSink as Sink } from './text-sink.ts';
 import { ResponseEvents, outputMessage, responseObject, type ResponseEcho } from '../../mock-replica/responses-frames.ts';
-
-class Sink implements ClientSink {
-  aborted = false;
-  started = true;
-  ends = 0;
-  bytes = '';
-  begin(_s: number, _h: HeaderList): void {}
-  write(c: Uint8Array | string): boolean {
-    this.bytes += typeof c === 'string' ? c : Buffer.from(c).toString();
-    return true;
-  }
-  end(c?: Uint8Array | string): void {
-    if (c !== undefined) this.write(c);
-    this.ends++;
-  }
-  onDrain(): void {}
-  setAbortHandler(): void {}
-  cork(fn: () => void): void {
-    fn();
-  }
-}
 
 const echo: ResponseEcho = { id: 'resp_abc', createdAt: 1, model: 'm', instructions: null, maxOutputTokens: 8, previousResponseId: null, background: false };
 

@@ -2,29 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { SseRelay } from '../../../src/relay/sse-relay.ts';
-import type { ClientSink, HeaderList } from '../../../src/relay/client-sink.ts';
-
-class Sink implements ClientSink {
-  aborted = false;
-  started = true;
-  ends = 0;
-  bytes = '';
-  full = false;
-  begin(_s: number, _h: HeaderList): void {}
-  write(c: Uint8Array | string): boolean {
-    this.bytes += typeof c === 'string' ? c : Buffer.from(c).toString();
-    return !this.full;
-  }
-  end(c?: Uint8Array | string): void {
-    if (c !== undefined) this.write(c);
-    this.ends++;
-  }
-  onDrain(): void {}
-  setAbortHandler(): void {}
-  cork(fn: () => void): void {
-    fn();
-  }
-}
+import { TextSink as Sink } from './text-sink.ts';
 
 const frame = (o: unknown): string => `data: ${JSON.stringify(o)}\n\n`;
 
