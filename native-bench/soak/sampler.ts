@@ -11,6 +11,9 @@ export interface GatewaySample {
   rssAnonBytes: number;
   /** gateway_threads_heap_used_bytes: the V8 heaps of every thread, summed. */
   threadsHeapBytes: number;
+  /** gateway_threads_memory_bytes: heap pages every thread holds (used or not), and V8's external memory. */
+  threadsHeapCommittedBytes: number;
+  threadsExternalBytes: number;
   heapUsedBytes: number;
   loopP99Ms: number;
   loopMaxMs: number;
@@ -29,8 +32,8 @@ export function rssBytes(pid: number): number {
   return statusKb(readFileSync(`/proc/${pid}/status`, 'utf8'), 'VmRSS', pid);
 }
 
-function metric(text: string, name: string): number {
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+function metric(text: string, name: string, labels = '(?:\\{[^}]*\\})?'): number {
+  const m = new RegExp(`^${name}${labels} ([0-9.eE+-]+)$`, 'm').exec(text);
   return m ? Number(m[1]) : Number.NaN;
 }
 
@@ -41,6 +44,8 @@ export async function sampleGateway(pid: number, url: string): Promise<GatewaySa
     rssBytes: statusKb(status, 'VmRSS', pid),
     rssAnonBytes: statusKb(status, 'RssAnon', pid),
     threadsHeapBytes: metric(text, 'gateway_threads_heap_used_bytes'),
+    threadsHeapCommittedBytes: metric(text, 'gateway_threads_memory_bytes', '\\{kind="heap_committed"\\}'),
+    threadsExternalBytes: metric(text, 'gateway_threads_memory_bytes', '\\{kind="external"\\}'),
     heapUsedBytes: metric(text, 'gateway_nodejs_heap_size_used_bytes'),
     loopP99Ms: metric(text, 'gateway_event_loop_delay_p99_seconds') * 1000,
     loopMaxMs: metric(text, 'gateway_event_loop_delay_max_seconds') * 1000,

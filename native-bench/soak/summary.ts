@@ -1,5 +1,5 @@
 // The soak's verdict and table: intervals (one per sample) grouped into about a dozen rows, RSS growth from
-// the end of warm-up (mean of the first three samples after it) to the end (mean of the last three), and the
+// the end of warm-up (median of the first two minutes after it) to the end (median of the last two), and the
 // pass/fail rules. Thread: main. Formatting only.
 import type { GatewaySample } from './sampler.ts';
 
@@ -17,9 +17,15 @@ export interface Interval {
 }
 
 export const RSS_GROWTH_LIMIT = 0.05;
+/** Growth compares the median RSS of the first and the last this many seconds after warm-up. */
+export const RSS_WINDOW_S = 120;
 
 const mb = (b: number): string => (b / 2 ** 20).toFixed(1);
-const mean = (xs: number[]): number => xs.reduce((a, x) => a + x, 0) / Math.max(1, xs.length);
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
 
 /** Growth of the tokenizer caches, as a share of their bound, below which they count as levelled off. */
 export const CACHE_SETTLED = 0.02;
@@ -51,9 +57,13 @@ export function warmupEnd(intervals: readonly Interval[], minWarmS: number, cach
 export function summarizeSoak(intervals: readonly Interval[], warmS: number, final: GatewaySample, brokenDetails: readonly string[]) {
   const sampled = intervals.filter((iv) => iv.sample !== null);
   const after = sampled.filter((iv) => iv.tS >= warmS);
-  const base = mean(after.slice(0, 3).map((iv) => iv.sample!.rssBytes));
-  const end = mean(after.slice(-3).map((iv) => iv.sample!.rssBytes));
-  const growth = after.length >= 6 ? end / base - 1 : Number.NaN;
+  // Medians over RSS_WINDOW_S at each end: V8 grows and shrinks its heaps by tens of MB within a minute (a
+  // mark-compact that gives pages back, a new space doubling), so single samples would judge the GC's phase.
+  const spacingS = after.length > 1 ? (after[after.length - 1]!.tS - after[0]!.tS) / (after.length - 1) : 1;
+  const n = Math.max(3, Math.round(RSS_WINDOW_S / spacingS));
+  const base = median(after.slice(0, n).map((iv) => iv.sample!.rssBytes));
+  const end = median(after.slice(-n).map((iv) => iv.sample!.rssBytes));
+  const growth = after.length >= 2 * n ? end / base - 1 : Number.NaN;
 
   const rowsWanted = 12;
   const per = Math.max(1, Math.ceil(intervals.length / rowsWanted));
@@ -71,6 +81,8 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
       last ? mb(last.rssAnonBytes) : '-',
       last ? mb(last.heapUsedBytes) : '-',
       last ? mb(last.threadsHeapBytes) : '-',
+      last ? mb(last.threadsHeapCommittedBytes) : '-',
+      last ? mb(last.threadsExternalBytes) : '-',
       last ? mb(last.tokenizerCacheBytes) : '-',
       s.length ? Math.max(...s.map((x) => x.loopP99Ms)).toFixed(1) : '-',
       s.length ? Math.max(...s.map((x) => x.loopMaxMs)).toFixed(0) : '-',
@@ -86,11 +98,11 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
   for (const iv of intervals) for (const [k, v] of Object.entries(iv.statuses)) byCode[k] = (byCode[k] ?? 0) + v;
   if (final.inflight !== 0) reasons.push(`${final.inflight} requests still in flight in the gateway after the load`);
   return {
-    columns: ['min', 'RSS MB', 'anon MB', 'heap MB (main)', 'heap MB (all threads)', 'tokenizer cache MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
+    columns: ['min', 'RSS MB', 'anon MB', 'heap MB (main)', 'heap MB (all threads)', 'heap committed MB (all)', 'V8 external MB (all)', 'tokenizer cache MB', 'loop p99 ms (max)', 'loop max ms', 'sent', 'ok', 'cut streams', 'HTTP errors', 'broken'],
     rows,
     failed: reasons.length > 0 ? reasons.join('; ') : undefined,
     notes: [
-      `RSS after warm-up (${(warmS / 60).toFixed(1)} min) ${mb(base)} MB, at the end ${mb(end)} MB: growth ${(growth * 100).toFixed(2)} % (limit ${RSS_GROWTH_LIMIT * 100} %)`,
+      `RSS after warm-up (${(warmS / 60).toFixed(1)} min; median of ${n} samples) ${mb(base)} MB, at the end ${mb(end)} MB: growth ${(growth * 100).toFixed(2)} % (limit ${RSS_GROWTH_LIMIT * 100} %)`,
       `requests: ${total((iv) => iv.sent)} sent, ${total((iv) => iv.ok)} complete, ${total((iv) => iv.cut)} streams cut by a fault with one error event, ${total((iv) => iv.httpErrors)} HTTP errors, ${total((iv) => iv.broken)} broken; gateway in flight after the load: ${final.inflight}`,
       `HTTP errors by status and code: ${Object.entries(byCode).map(([k, v]) => `${v} × ${k}`).join(', ') || 'none'}`,
       reasons.length > 0 ? `FAILED: ${reasons.join('; ')}` : 'PASSED',

@@ -66,6 +66,21 @@ export function defineThreadMetrics(registry: Registry): ThreadMetrics {
       this.set(getHeapStatistics().used_heap_size);
     },
   });
+  // What the heaps hold from the OS (committed pages, used or not) and what V8 knows is held outside them
+  // (ArrayBuffer backing stores, WASM memories, malloc'd by V8 itself): with the used gauge above, this is how
+  // RSS splits into V8's share and the native rest. Three more fields of the same getHeapStatistics() call.
+  new Gauge({
+    name: 'gateway_threads_memory_bytes',
+    help: 'V8 memory summed over every gateway thread, by kind: heap_committed (heap pages held, in use or not), external (ArrayBuffers, WASM memories), malloced (V8\'s own malloc).',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      const s = getHeapStatistics();
+      this.set({ kind: 'heap_committed' }, s.total_heap_size);
+      this.set({ kind: 'external' }, s.external_memory);
+      this.set({ kind: 'malloced' }, s.malloced_memory);
+    },
+  });
   return {
     trackTokenizerCache: (bytes) => { cacheSources.push(bytes); },
     tokenizeInline: histogramChild(tokenize, 'inline'),

@@ -7,7 +7,7 @@
 // poller scrapes a new replica at once, so that is one scrape round trip, not one interval. start() waits
 // (bounded) for the first scrape of every replica so a gateway does not open its port with an empty fleet.
 import type { Worker } from 'node:worker_threads';
-import { spawnWorker } from '../util/spawn-worker.ts';
+import { POLLER_YOUNG_GENERATION_MB, spawnWorker } from '../util/spawn-worker.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 import { InflightLedger } from './inflight-ledger.ts';
 import type { FromPoller, PollerSettings, PollerWorkerData, ToPoller } from './poll/protocol.ts';
@@ -219,7 +219,7 @@ export class ReplicaRegistry {
       tableBuffer: this.table.buffer, settings: this.settings,
       ...(this.metricsChannel !== undefined ? { metricsChannel: this.metricsChannel } : {}),
     };
-    const w = spawnWorker(POLLER_URL, { workerData: data, name: 'replica-poller' });
+    const w = spawnWorker(POLLER_URL, { workerData: data, name: 'replica-poller', resourceLimits: { maxYoungGenerationSizeMb: POLLER_YOUNG_GENERATION_MB } });
     this.worker = w;
     return new Promise<void>((resolve, reject) => {
       let ready = false;

@@ -11,7 +11,7 @@ import {
 } from './protocol.ts';
 import { ChatTemplateError } from './chat-template.ts';
 import { AbortError, type PromptWork, type ReplyWork, type TokenizerName } from './types.ts';
-import { workerExecArgv } from '../util/spawn-worker.ts';
+import { TOKENIZER_YOUNG_GENERATION_MB, workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
 
@@ -75,6 +75,7 @@ export class TokenizePool {
       // scrape on its BroadcastChannel; 'sync' would block it in Atomics.wait between tasks.
       atomics: 'async',
       execArgv: tokenizeWorkerExecArgv(),
+      resourceLimits: { maxYoungGenerationSizeMb: TOKENIZER_YOUNG_GENERATION_MB },
     });
   }
 

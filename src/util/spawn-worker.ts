@@ -13,6 +13,23 @@ const TSX_API = import.meta.resolve('tsx/esm/api');
  */
 const PROCESS_ONLY_FLAG = /^--(max-semi-space-size|max-old-space-size|min-semi-space-size|semi-space-growth-factor|trace-gc|perf-basic-prof|perf-basic-prof-only-functions|perf-prof|perf-prof-unwinding-info)(=|$)/;
 
+/**
+ * Young-generation bounds (resourceLimits.maxYoungGenerationSizeMb) for the helper threads: the replica poller
+ * and the tokenizer workers. V8 splits the bound into two semispaces and a new-large-object space, a third
+ * each, and otherwise grows every isolate's semispaces up to 16 MB as scavenges see survivors, and shrinks
+ * them when allocation slows. Under steady load that adaptive sizing was the RSS that crept after warm-up in
+ * the soak: a tokenizer worker's new space went 16 → 32 MB at minute six, the poller's swung between 8 and
+ * 16 MB (native-bench/README.md, "soak"). Bounding them makes the process's memory a setup decision.
+ * The cost is more frequent scavenges of the same survivors. The poller's 2 MB semispaces hold several scrapes
+ * of a 38 KB page each; the tokenizer's 8 MB are what V8 gave it for the soak's first six minutes (at 4 MB the
+ * seed request's tokenize CPU rose 5-10 % in `npm run bench -- tokenize --only seed` under
+ * `--max-semi-space-size=4`).
+ * Acceptors keep V8's default: their scavenge rate is on the request path, and `--max-semi-space-size`
+ * decides the main thread's.
+ */
+export const POLLER_YOUNG_GENERATION_MB = 6;
+export const TOKENIZER_YOUNG_GENERATION_MB = 24;
+
 export function workerExecArgv(args: readonly string[] = process.execArgv): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {

@@ -1,5 +1,5 @@
 // Golden exposition (llm-d's metrics/testdata approach): the page after the scripted run, minus the series
-// whose values depend on the machine (process, Node runtime, event-loop delay, thread heaps). A rename, a new label, a
+// whose values depend on the machine (process, Node runtime, event-loop delay, thread heaps and memory). A rename, a new label, a
 // changed bucket or help text shows up as a diff here. Regenerate on purpose with UPDATE_GOLDEN=1.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,7 +8,7 @@ import { GatewayMetrics } from '../../../src/metrics/metrics.ts';
 import { metricsTestConfig, scriptedRun } from './scripted-run.ts';
 
 const golden = new URL('./fixtures/scripted-run.prom', import.meta.url);
-const VOLATILE = /^(# (HELP|TYPE) )?gateway_(process_|nodejs_|event_loop_delay_|threads_heap_)/;
+const VOLATILE = /^(# (HELP|TYPE) )?gateway_(process_|nodejs_|event_loop_delay_|threads_heap_|threads_memory_)/;
 
 void test('the exposition after the scripted run matches the golden file', async (t) => {
   const m = new GatewayMetrics(metricsTestConfig());

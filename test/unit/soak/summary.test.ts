@@ -11,12 +11,12 @@ const BOUND = 16 * MB;
 function run(rssMb: (min: number) => number, cacheMb: (min: number) => number): Interval[] {
   const out: Interval[] = [];
   for (let min = 1; min <= 30; min++) {
-    const sample: GatewaySample = { rssBytes: rssMb(min) * MB, rssAnonBytes: rssMb(min) * MB, threadsHeapBytes: 40 * MB, heapUsedBytes: 20 * MB, loopP99Ms: 1, loopMaxMs: 5, inflight: 0, tokenizerCacheBytes: cacheMb(min) * MB };
+    const sample: GatewaySample = { rssBytes: rssMb(min) * MB, rssAnonBytes: rssMb(min) * MB, threadsHeapBytes: 40 * MB, threadsHeapCommittedBytes: 48 * MB, threadsExternalBytes: 8 * MB, heapUsedBytes: 20 * MB, loopP99Ms: 1, loopMaxMs: 5, inflight: 0, tokenizerCacheBytes: cacheMb(min) * MB };
     out.push({ tS: min * 60, sent: 360, ok: 360, cut: 0, httpErrors: 0, broken: 0, statuses: {}, sample });
   }
   return out;
 }
-const final: GatewaySample = { rssBytes: 0, rssAnonBytes: 0, threadsHeapBytes: 0, heapUsedBytes: 0, loopP99Ms: 0, loopMaxMs: 0, inflight: 0, tokenizerCacheBytes: 0 };
+const final: GatewaySample = { rssBytes: 0, rssAnonBytes: 0, threadsHeapBytes: 0, threadsHeapCommittedBytes: 0, threadsExternalBytes: 0, heapUsedBytes: 0, loopP99Ms: 0, loopMaxMs: 0, inflight: 0, tokenizerCacheBytes: 0 };
 // The cache fills 1 MiB a minute until minute 16 and RSS follows it, then both stay flat.
 const cacheFill = (min: number): number => Math.min(16, min);
 
@@ -44,4 +44,17 @@ test('caches still growing in the last third leave the time-based warm-up in for
   assert.equal(cacheSettledS, null);
   assert.equal(warmS, 300);
   assert.equal(warmupEnd(run(() => 200, () => 1), 300, BOUND).warmS, 300, 'flat from the start: the time-based warm-up');
+});
+
+test('heap cycles without a trend pass; the same cycles on a slow climb fail', () => {
+  // 10 s samples for 30 minutes: V8 growing and giving back 35 MB of heap pages, two samples in eight low.
+  const sampled = (rssMb: (i: number) => number): Interval[] => Array.from({ length: 180 }, (_, i) => ({
+    tS: (i + 1) * 10, sent: 60, ok: 60, cut: 0, httpErrors: 0, broken: 0, statuses: {},
+    sample: { ...final, rssBytes: rssMb(i) * MB, tokenizerCacheBytes: BOUND },
+  }));
+  const cycle = (i: number): number => (i % 8 >= 6 ? 320 : 355);
+  // Warm-up ends (minute 5, sample 29) just before two low samples and the run ends on high ones: the mean of
+  // three samples at each end saw +7 % here; the two-minute medians see none.
+  assert.equal(summarizeSoak(sampled(cycle), 300, final, []).failed, undefined);
+  assert.match(summarizeSoak(sampled((i) => cycle(i) + i * 0.15), 300, final, []).failed ?? '', /RSS grew/);
 });
