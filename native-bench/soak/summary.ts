@@ -64,6 +64,10 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
   const base = median(after.slice(0, n).map((iv) => iv.sample!.rssBytes));
   const end = median(after.slice(-n).map((iv) => iv.sample!.rssBytes));
   const growth = after.length >= 2 * n ? end / base - 1 : Number.NaN;
+  // Where growth would sit: V8's heaps (committed over all threads) or the native rest of the anonymous memory
+  // (RssAnon minus committed heap and V8's external memory: glibc heaps, stacks, uWS).
+  const nativeMb = (iv: Interval): number => (iv.sample!.rssAnonBytes - iv.sample!.threadsHeapCommittedBytes - iv.sample!.threadsExternalBytes) / 2 ** 20;
+  const committedMb = (iv: Interval): number => iv.sample!.threadsHeapCommittedBytes / 2 ** 20;
 
   const rowsWanted = 12;
   const per = Math.max(1, Math.ceil(intervals.length / rowsWanted));
@@ -103,6 +107,7 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
     failed: reasons.length > 0 ? reasons.join('; ') : undefined,
     notes: [
       `RSS after warm-up (${(warmS / 60).toFixed(1)} min; median of ${n} samples) ${mb(base)} MB, at the end ${mb(end)} MB: growth ${(growth * 100).toFixed(2)} % (limit ${RSS_GROWTH_LIMIT * 100} %)`,
+      `same medians, V8 heaps committed over all threads ${median(after.slice(0, n).map(committedMb)).toFixed(1)} → ${median(after.slice(-n).map(committedMb)).toFixed(1)} MB, native anonymous memory outside them ${median(after.slice(0, n).map(nativeMb)).toFixed(1)} → ${median(after.slice(-n).map(nativeMb)).toFixed(1)} MB`,
       `requests: ${total((iv) => iv.sent)} sent, ${total((iv) => iv.ok)} complete, ${total((iv) => iv.cut)} streams cut by a fault with one error event, ${total((iv) => iv.httpErrors)} HTTP errors, ${total((iv) => iv.broken)} broken; gateway in flight after the load: ${final.inflight}`,
       `HTTP errors by status and code: ${Object.entries(byCode).map(([k, v]) => `${v} × ${k}`).join(', ') || 'none'}`,
       reasons.length > 0 ? `FAILED: ${reasons.join('; ')}` : 'PASSED',
