@@ -61,13 +61,14 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
   // mark-compact that gives pages back, a new space doubling), so single samples would judge the GC's phase.
   const spacingS = after.length > 1 ? (after[after.length - 1]!.tS - after[0]!.tS) / (after.length - 1) : 1;
   const n = Math.max(3, Math.round(RSS_WINDOW_S / spacingS));
-  const base = median(after.slice(0, n).map((iv) => iv.sample!.rssBytes));
-  const end = median(after.slice(-n).map((iv) => iv.sample!.rssBytes));
+  const atEnds = (f: (s: GatewaySample) => number): [number, number] =>
+    [median(after.slice(0, n).map((iv) => f(iv.sample!))), median(after.slice(-n).map((iv) => f(iv.sample!)))];
+  const [base, end] = atEnds((s) => s.rssBytes);
   const growth = after.length >= 2 * n ? end / base - 1 : Number.NaN;
   // Where growth would sit: V8's heaps (committed over all threads) or the native rest of the anonymous memory
   // (RssAnon minus committed heap and V8's external memory: glibc heaps, stacks, uWS).
-  const nativeMb = (iv: Interval): number => (iv.sample!.rssAnonBytes - iv.sample!.threadsHeapCommittedBytes - iv.sample!.threadsExternalBytes) / 2 ** 20;
-  const committedMb = (iv: Interval): number => iv.sample!.threadsHeapCommittedBytes / 2 ** 20;
+  const committed = atEnds((s) => s.threadsHeapCommittedBytes);
+  const native = atEnds((s) => s.rssAnonBytes - s.threadsHeapCommittedBytes - s.threadsExternalBytes);
 
   const rowsWanted = 12;
   const per = Math.max(1, Math.ceil(intervals.length / rowsWanted));
@@ -107,7 +108,7 @@ export function summarizeSoak(intervals: readonly Interval[], warmS: number, fin
     failed: reasons.length > 0 ? reasons.join('; ') : undefined,
     notes: [
       `RSS after warm-up (${(warmS / 60).toFixed(1)} min; median of ${n} samples) ${mb(base)} MB, at the end ${mb(end)} MB: growth ${(growth * 100).toFixed(2)} % (limit ${RSS_GROWTH_LIMIT * 100} %)`,
-      `same medians, V8 heaps committed over all threads ${median(after.slice(0, n).map(committedMb)).toFixed(1)} → ${median(after.slice(-n).map(committedMb)).toFixed(1)} MB, native anonymous memory outside them ${median(after.slice(0, n).map(nativeMb)).toFixed(1)} → ${median(after.slice(-n).map(nativeMb)).toFixed(1)} MB`,
+      `same medians, V8 heaps committed over all threads ${mb(committed[0])} → ${mb(committed[1])} MB, native anonymous memory outside them ${mb(native[0])} → ${mb(native[1])} MB`,
       `requests: ${total((iv) => iv.sent)} sent, ${total((iv) => iv.ok)} complete, ${total((iv) => iv.cut)} streams cut by a fault with one error event, ${total((iv) => iv.httpErrors)} HTTP errors, ${total((iv) => iv.broken)} broken; gateway in flight after the load: ${final.inflight}`,
       `HTTP errors by status and code: ${Object.entries(byCode).map(([k, v]) => `${v} × ${k}`).join(', ') || 'none'}`,
       reasons.length > 0 ? `FAILED: ${reasons.join('; ')}` : 'PASSED',

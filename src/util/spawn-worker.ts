@@ -17,11 +17,11 @@ const PROCESS_ONLY_FLAG = /^--(max-semi-space-size|max-old-space-size|min-semi-s
  * Young-generation bounds (resourceLimits.maxYoungGenerationSizeMb) for the helper threads: the replica poller
  * and the tokenizer workers. V8 splits the bound into two semispaces and a new-large-object space, a third
  * each, and otherwise grows every isolate's semispaces up to 16 MB as scavenges see survivors, and shrinks
- * them when allocation slows. Under steady load that adaptive sizing was the RSS that crept after warm-up in
- * the soak: a tokenizer worker's new space went 16 → 32 MB at minute six, the poller's swung between 8 and
- * 16 MB (native-bench/README.md, "soak"). Bounding them makes the process's memory a setup decision.
+ * them when allocation slows. Unbounded, that adaptive sizing makes RSS creep after warm-up under steady load:
+ * in the soak a tokenizer worker's new space goes 16 → 32 MB at minute six and the poller's swings between 8
+ * and 16 MB (native-bench/README.md, "soak"). Bounding them makes the process's memory a setup decision.
  * The cost is more frequent scavenges of the same survivors. The poller's 2 MB semispaces hold several scrapes
- * of a 38 KB page each; the tokenizer's 8 MB are what V8 gave it for the soak's first six minutes (at 4 MB the
+ * of a 38 KB page each; the tokenizer's 8 MB are what V8 gives it for the soak's first six minutes (at 4 MB the
  * seed request's tokenize CPU rose 5-10 % in `npm run bench -- tokenize --only seed` under
  * `--max-semi-space-size=4`).
  * Acceptors keep V8's default: their scavenge rate is on the request path, and `--max-semi-space-size`
