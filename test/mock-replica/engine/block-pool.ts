@@ -14,6 +14,16 @@
 
 const NO_BLOCK = -1;
 
+/**
+ * What the prefix cache did, as vLLM's KV events report it: a hash entered the cache (BlockStored), or left
+ * it because its block was reallocated (BlockRemoved). The KV-event publisher of the mock and the fleet
+ * simulator's event feed listen here. One indirect call per cached or evicted block while a listener is set.
+ */
+export interface BlockPoolListener {
+  stored(hash: number, blockId: number): void;
+  removed(hash: number, blockId: number): void;
+}
+
 /** Bucket of a 53-bit hash in a power-of-two table: both 32-bit halves mixed (MurmurHash3's finaliser). */
 function bucketOf(hash: number, mask: number): number {
   let h = (hash >>> 0) ^ Math.imul(Math.floor(hash / 4294967296) | 0, 0x9e3779b1);
@@ -44,6 +54,8 @@ export class BlockPool {
   private cacheCount = 0;
   /** Cached blocks evicted to make room (a counter for tests and the state page). */
   evictions = 0;
+  /** Told of every hash stored in and removed from the prefix cache; null = nobody listens. */
+  listener: BlockPoolListener | null = null;
 
   constructor(numBlocks: number) {
     if (!Number.isInteger(numBlocks) || numBlocks < 2) throw new RangeError(`numBlocks must be an integer >= 2, got ${numBlocks}`);
@@ -109,6 +121,7 @@ export class BlockPool {
       this.uncache(h, id);
       this.hashOf[id] = NaN;
       this.evictions++;
+      this.listener?.removed(h, id);
     }
     this.refCount[id] = 1;
     return id;
@@ -127,6 +140,7 @@ export class BlockPool {
     this.vals[i] = blockId;
     this.cacheCount++;
     this.hashOf[blockId] = hash;
+    this.listener?.stored(hash, blockId);
     return true;
   }
 

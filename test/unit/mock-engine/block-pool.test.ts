@@ -64,3 +64,17 @@ void test('a second block with an already cached hash stays uncached, as vLLM ke
   pool.free([b]);
   assert.deepEqual(pool.freeQueue(), [b, 3]);
 });
+
+void test('the listener hears each hash stored and each cached hash evicted, in order, and nothing else', () => {
+  const pool = new BlockPool(3);
+  const heard: string[] = [];
+  pool.listener = { stored: (h, b) => heard.push(`+${h}@${b}`), removed: (h, b) => heard.push(`-${h}@${b}`) };
+  const x = pool.allocate();
+  const y = pool.allocate();
+  pool.cacheBlock(x, 7);
+  pool.cacheBlock(y, 7); // a second block with the same hash stays uncached: no event
+  pool.free([x, y]); // y (hash-less) goes to the head, x to the tail
+  pool.allocate(); // takes y: nothing cached there
+  pool.allocate(); // takes x: its hash 7 is evicted
+  assert.deepEqual(heard, [`+7@${x}`, `-7@${x}`]);
+});
