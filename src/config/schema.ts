@@ -77,6 +77,13 @@ export const configSchema = z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: z.number().int().min(0).max(65535).default(8080),
     max_body_bytes: z.number().int().positive().default(4 * 1024 * 1024),
+    /**
+     * A request head (request line and fields) over this many bytes is answered 431 and its connection closed
+     * (src/server/request-head.ts). uWS's own limits come first and are compiled into the binary: a head that
+     * reaches the gateway in more than one socket read may hold 4 KiB, one that arrives in one read up to
+     * uWS's 512 KiB read buffer, and at most 48 fields; past them uWS closes the connection without an answer.
+     */
+    max_header_bytes: z.number().int().min(1024).max(512 * 1024).default(16 * 1024),
     shutdown_grace_ms: z.number().int().min(0).default(30000),
     /** Acceptor threads, each a uWS app on the port (SO_REUSEPORT) running the whole request path (src/threads/README.md). */
     threads: z.number().int().min(1).max(64).default(1),

@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   method_not_allowed: { status: 405, type: 'invalid_request_error', message: 'Method not allowed on this route.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', message: 'Content-Type must be application/json.' },
+  request_header_fields_too_large: { status: 431, type: 'invalid_request_error', message: 'The request headers are too large; the connection is closed.' },
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Token rate limit reached for this tenant.' },
   concurrency_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests in flight for this tenant.' },
   server_overloaded: { status: 429, type: 'rate_limit_error', message: 'The fleet has no room for this request right now.' },

@@ -1,7 +1,9 @@
 // The route table on uWS: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET
 // /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/models, GET /v1/models/{id}, /metrics, /healthz, /readyz; OPTIONS on each (CORS preflights answered here, never forwarded); everything else
-// 404/405 in the OpenAI envelope, a 405 with `Allow`. Every response carries x-request-id (the client's when well
-// formed) and, for an allowed browser origin, the CORS headers. Request headers are copied synchronously (uWS
+// 404/405 in the OpenAI envelope, a 405 with `Allow`. A head over server.max_header_bytes is answered 431 on
+// any route, and the connection closed. Every response carries x-request-id (the client's when well formed),
+// `Keep-Alive: timeout=5` unless the connection closes after it, and, for an allowed browser origin, the CORS
+// headers. Request headers are copied synchronously (uWS
 // HttpRequest is invalid after the handler returns), onAborted is registered before any await (UwsSink), and the
 // pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight requests finish
 // up to a deadline, then abort the rest.
@@ -11,7 +13,7 @@ import { UwsSink } from './uws-sink.ts';
 import { ListenGuard } from './listen-guard.ts';
 import { readBody } from './read-request.ts';
 import { CorsPolicy } from './cors.ts';
-import { checkHead } from './request-head.ts';
+import { checkHead, headBytes, keepsAlive, requestLineBytes } from './request-head.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
@@ -25,6 +27,9 @@ import type { HeaderList } from '../relay/client-sink.ts';
 const MODEL_PREFIX = '/v1/models/';
 const RESPONSE_PREFIX = '/v1/responses/';
 const CANCEL_SUFFIX = '/cancel';
+
+/** The path of each completion route, for the size of its request line (requestLineBytes). */
+const COMPLETION_PATHS: Readonly<Record<Route, string>> = { chat: '/v1/chat/completions', completions: '/v1/completions', responses: '/v1/responses' };
 
 /** The methods of each route (the `Allow` of a 405 and of an OPTIONS answer). */
 const ROUTES: ReadonlyMap<string, string> = new Map([
@@ -60,6 +65,9 @@ const INVALID_API_KEY = errorBody({ code: 'invalid_api_key' });
 const SHUTTING_DOWN = errorBody({ code: 'shutting_down' });
 const INVALID_FRAMING = errorBody({ code: 'invalid_framing' });
 const DUPLICATE_AUTHORIZATION = errorBody({ code: 'invalid_api_key', message: 'Send one Authorization header.' });
+const HEAD_TOO_LARGE = errorBody({ code: 'request_header_fields_too_large' });
+
+type Handler = (res: HttpResponse, req: HttpRequest) => void;
 
 export interface ServerHooks {
   metricsText(): Promise<{ contentType: string; body: string }>;
@@ -88,29 +96,48 @@ export class GatewayServer {
     this.hooks = hooks;
     this.cors = new CorsPolicy(services.cfg.cors);
     const app = createApp();
+    // The completion routes size their head in checkHead's one pass; the others go through sized().
     app.post('/v1/chat/completions', (res, req) => this.completion('chat', res, req));
     app.post('/v1/completions', (res, req) => this.completion('completions', res, req));
     app.post('/v1/responses', (res, req) => this.completion('responses', res, req));
-    app.get('/v1/responses/*', (res, req) => this.storedResponse(res, req, false));
-    app.post('/v1/responses/*', (res, req) => this.storedResponse(res, req, true));
-    app.get('/v1/models', (res, req) => this.models(res, req, null));
-    app.get('/v1/models/*', (res, req) => this.models(res, req, req.getUrl().slice(MODEL_PREFIX.length)));
-    app.get('/healthz', (res, req) => this.plain(this.open(res, req), 200, 'ok'));
-    app.get('/readyz', (res, req) => {
+    app.get('/v1/responses/*', this.sized((res, req) => this.storedResponse(res, req, false)));
+    app.post('/v1/responses/*', this.sized((res, req) => this.storedResponse(res, req, true)));
+    app.get('/v1/models', this.sized((res, req) => this.models(res, req, null)));
+    app.get('/v1/models/*', this.sized((res, req) => this.models(res, req, req.getUrl().slice(MODEL_PREFIX.length))));
+    app.get('/healthz', this.sized((res, req) => this.plain(this.open(res, req), 200, 'ok')));
+    app.get('/readyz', this.sized((res, req) => {
       const ok = !this.draining && this.hooks.ready();
       this.plain(this.open(res, req), ok ? 200 : 503, ok ? 'ready' : 'not ready');
-    });
-    app.get('/metrics', (res, req) => this.metrics(this.open(res, req)));
-    app.options('/*', (res, req) => this.options(res, req));
-    app.any('/*', (res, req) => {
+    }));
+    app.get('/metrics', this.sized((res, req) => this.metrics(this.open(res, req))));
+    app.options('/*', this.sized((res, req) => this.options(res, req)));
+    app.any('/*', this.sized((res, req) => {
       const allow = allowedMethods(req.getUrl());
       // The answer to HEAD has no body (RFC 9110 §9.3.2): a body would be read as the start of the next response.
       const head = req.getMethod() === 'head';
       const sink = this.open(res, req);
       if (allow === undefined) this.json(sink, 404, NOT_FOUND, [], head);
       else this.json(sink, 405, METHOD_NOT_ALLOWED, [['allow', allow]], head);
-    });
+    }));
     this.app = app;
+  }
+
+  /**
+   * A route handler behind the head-size cap: over server.max_header_bytes the request is answered 431 and
+   * the connection closed (a client that sent one oversized head is likely to send the next one too). Cost: one forEach
+   * and three native getters per request, on routes off the completion path.
+   */
+  private sized(handler: Handler): Handler {
+    return (res, req) => {
+      const method = req.getMethod();
+      if (headBytes(req, requestLineBytes(req, method, req.getUrl())) <= this.services.cfg.server.max_header_bytes) {
+        handler(res, req);
+        return;
+      }
+      // HEAD keeps its connection: this build's endWithoutBody cannot also close it, and no body follows a HEAD.
+      const head = method === 'head';
+      this.json(this.open(res, req), 431, HEAD_TOO_LARGE, [], head, !head);
+    };
   }
 
   /** Swaps the services after a config reload; requests in flight keep the ones they started with. */
@@ -202,20 +229,25 @@ export class GatewayServer {
   }
 
   private completion(route: Route, res: HttpResponse, req: HttpRequest): void {
-    const sink = new UwsSink(res);
+    const sink = new UwsSink(res, keepsAlive(req));
+    const svc = this.services;
     // Copy what we need from req now: it is invalid after this function returns.
     const authorization = req.getHeader('authorization') || undefined;
     const requestId = req.getHeader('x-request-id') || undefined;
     const contentLength = Number(req.getHeader('content-length') || 0);
-    const problem = checkHead(req);
+    const problem = checkHead(req, svc.cfg.server.max_header_bytes, requestLineBytes(req, 'POST', COMPLETION_PATHS[route]));
     if (this.cors.enabled) this.corsFor(sink, req);
-    const svc = this.services;
     const ctx = newContext(route, sink, requestId);
     // Authenticate before anything else refuses: a refused request that carried a valid key still leaves its
     // usage record (the tenant is known). Before the body is read: an unauthenticated client reserves no memory.
     // Two Authorization headers name no one tenant: neither is tried.
     const tenant = problem === 'duplicate_authorization' ? null : svc.auth.authenticate(authorization);
     ctx.tenant = tenant;
+    if (problem === 'too_large') {
+      this.json(sink, 431, HEAD_TOO_LARGE, [['x-request-id', ctx.id]], false, true);
+      this.refused(svc, ctx, 431, 'request_header_fields_too_large');
+      return;
+    }
     if (problem === 'framing') {
       // The body's end is ambiguous, so nothing after it on this connection can be trusted: close it.
       this.json(sink, 400, INVALID_FRAMING, [['x-request-id', ctx.id]], false, true);
@@ -223,7 +255,8 @@ export class GatewayServer {
       return;
     }
     if (this.draining) {
-      this.json(sink, 503, SHUTTING_DOWN, [['x-request-id', ctx.id], ['retry-after', '1'], ['connection', 'close']]);
+      // Closed after the answer (uWS says `Connection: close`): the client reconnects, to another instance.
+      this.json(sink, 503, SHUTTING_DOWN, [['x-request-id', ctx.id], ['retry-after', '1']], false, true);
       this.refused(svc, ctx, 503, 'shutting_down');
       return;
     }
@@ -267,7 +300,7 @@ export class GatewayServer {
    * origin, the CORS headers. Reads req: call it before any await.
    */
   private open(res: HttpResponse, req: HttpRequest): UwsSink {
-    const sink = new UwsSink(res);
+    const sink = new UwsSink(res, keepsAlive(req));
     const id: HeaderList = [['x-request-id', requestIdFor(req.getHeader('x-request-id') || undefined)]];
     if (this.cors.enabled) this.corsFor(sink, req);
     sink.extra = sink.extra === null ? id : [...id, ...sink.extra];
@@ -369,8 +402,9 @@ export class GatewayServer {
     sink.end(text);
   }
 
-  /** `head`: the answer to HEAD (headers only); `close`: the connection is closed after the response. */
+  /** `head`: the answer to HEAD (headers only); `close`: the connection is closed after the response (not with `head`). */
   private json(sink: UwsSink, status: number, body: string, extra: HeaderList = [], head = false, close = false): void {
+    if (close) sink.keepAlive = false;
     sink.begin(status, [['content-type', 'application/json'], ...extra]);
     if (head) sink.endWithoutBody();
     else sink.end(body, close);
