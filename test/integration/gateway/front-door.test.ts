@@ -180,7 +180,7 @@ test('a 405 says which methods the route takes (Allow), and an unknown route is 
 test('an absolute-form request line gets no reply and is closed at uWS\'s idle timeout (this build cannot answer it); nothing is forwarded', async () => {
   // uWS's C++ parser (v20.43 core) takes only an origin-form target ("SP /"); on anything else it treats the head
   // as incomplete and waits for more bytes, so no JavaScript runs and the socket closes at the 10 s idle timeout
-  // (8-12 s, in 4 s ticks). README "Not built yet" says so. A uWS build that answers it must change this test.
+  // (8-12 s, in 4 s ticks). docs/operations.md ("Requests uWS never hands to the gateway") says so. A uWS build that answers it must change this test.
   const body = '{"model":"gpt-fast","messages":[{"role":"user","content":"hi"}],"max_tokens":2}';
   const started = performance.now();
   const pending = ['GET http://127.0.0.1/v1/models HTTP/1.1', 'POST http://x/v1/chat/completions HTTP/1.1', 'OPTIONS * HTTP/1.1'].map((line) =>
