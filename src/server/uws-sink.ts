@@ -20,7 +20,8 @@ const NOOP = (): void => {};
  * HTTP_IDLE_TIMEOUT_S = 10 s, checked on a 4 s tick, so between 8 and 12 s after the last byte and without
  * a word. A client that keeps idle sockets longer (aiohttp: 15 s) may send its next request into a socket the
  * gateway is closing. A client that reads the header (undici, so Node's fetch; browsers) retires an idle
- * socket after 5 s, 3 s before the earliest close; one that does not loses nothing. Cost: 24 bytes a response.
+ * socket after 5 s, 3 s before the earliest close. aiohttp and Node's http.Agent do not read it: their users
+ * set an idle limit themselves (docs/operations.md). Cost: 24 bytes a response.
  */
 export const KEEP_ALIVE_TIMEOUT_S = 5;
 const KEEP_ALIVE = `timeout=${KEEP_ALIVE_TIMEOUT_S}`;
