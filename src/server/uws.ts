@@ -1,5 +1,8 @@
 // The one module that imports uWebSockets.js. Pinned to @trufflesuite/uws-js-unofficial@20.30.0-unofficial.0
 // (uWebSockets.js v20.30 on the uWS v20.43 core, prebuilt for Node ABI 115 on glibc 2.36). Swapping the build means changing this file only.
+// Its HTTP parser's limits are compiled in and read from no environment variable (UWS_HTTP_MAX_HEADERS_SIZE came
+// with uWS v20.50): 4 KiB of an unfinished head kept between reads, a 512 KiB read buffer, 48 header fields, a
+// 10 s idle timeout. The gateway's own head cap and Keep-Alive hint build on them (docs/operations.md).
 // Thread: main. Setup only.
 import uws from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
