@@ -3,9 +3,8 @@
 // 404/405 in the OpenAI envelope, a 405 with `Allow`. A head over server.max_header_bytes is answered 431 on
 // any route, and the connection closed. Every response carries x-request-id (the client's when well formed),
 // `Keep-Alive: timeout=5` unless the connection closes after it, and, for an allowed browser origin, the CORS
-// headers. Request headers are copied synchronously (uWS
-// HttpRequest is invalid after the handler returns), onAborted is registered before any await (UwsSink), and the
-// pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight requests finish
+// headers. Request headers are copied synchronously (uWS HttpRequest is invalid after the handler returns),
+// onAborted is registered before any await (UwsSink), and the pipeline runs detached from the uWS callback. Graceful shutdown: stop accepting, let in-flight requests finish
 // up to a deadline, then abort the rest.
 // Thread: main. Hot path: the completion handler's synchronous part.
 import { createApp, closeApp, closeListenSocket, listenPort, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from './uws.ts';
@@ -14,6 +13,7 @@ import { ListenGuard } from './listen-guard.ts';
 import { readBody } from './read-request.ts';
 import { CorsPolicy } from './cors.ts';
 import { checkHead, headBytes, keepsAlive, requestLineBytes } from './request-head.ts';
+import { COMPLETION_PATHS, MODEL_PREFIX, allowedMethods, responseIdOf } from './routes.ts';
 import { errorBody } from '../errors/openai-error-body.ts';
 import { handleCompletion, newContext } from '../pipeline/handle-completion.ts';
 import { finishRequest } from '../pipeline/finish-request.ts';
@@ -23,41 +23,6 @@ import type { RequestContext } from '../pipeline/request-context.ts';
 import type { Services, TenantIdentity } from '../pipeline/services.ts';
 import type { Route } from '../pipeline/parse-body.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
-
-const MODEL_PREFIX = '/v1/models/';
-const RESPONSE_PREFIX = '/v1/responses/';
-const CANCEL_SUFFIX = '/cancel';
-
-/** The path of each completion route, for the size of its request line (requestLineBytes). */
-const COMPLETION_PATHS: Readonly<Record<Route, string>> = { chat: '/v1/chat/completions', completions: '/v1/completions', responses: '/v1/responses' };
-
-/** The methods of each route (the `Allow` of a 405 and of an OPTIONS answer). */
-const ROUTES: ReadonlyMap<string, string> = new Map([
-  ['/v1/chat/completions', 'POST, OPTIONS'], ['/v1/completions', 'POST, OPTIONS'], ['/v1/responses', 'POST, OPTIONS'], ['/v1/models', 'GET, OPTIONS'],
-  ['/healthz', 'GET, OPTIONS'], ['/readyz', 'GET, OPTIONS'], ['/metrics', 'GET, OPTIONS'],
-]);
-
-function allowedMethods(url: string): string | undefined {
-  const known = ROUTES.get(url);
-  if (known !== undefined) return known;
-  if (url.startsWith(MODEL_PREFIX)) return 'GET, OPTIONS';
-  const id = responseIdOf(url);
-  if (id === null) return undefined;
-  return id.cancel ? 'POST, OPTIONS' : 'GET, OPTIONS';
-}
-
-/** The id of /v1/responses/{id} or /v1/responses/{id}/cancel (percent-decoded), or null for another path. */
-function responseIdOf(url: string): { id: string; cancel: boolean } | null {
-  if (!url.startsWith(RESPONSE_PREFIX)) return null;
-  const cancel = url.endsWith(CANCEL_SUFFIX);
-  const raw = url.slice(RESPONSE_PREFIX.length, cancel ? -CANCEL_SUFFIX.length : undefined);
-  if (raw === '' || raw.includes('/')) return null;
-  try {
-    return { id: decodeURIComponent(raw), cancel };
-  } catch {
-    return { id: raw, cancel };
-  }
-}
 
 const NOT_FOUND = errorBody({ code: 'not_found' });
 const METHOD_NOT_ALLOWED = errorBody({ code: 'method_not_allowed' });
