@@ -47,7 +47,7 @@ const TOO_LARGE_BODY = {
   error: { message: 'The request headers are too large; the connection is closed.', type: 'invalid_request_error', param: null, code: 'request_header_fields_too_large' },
 };
 
-test('a 15 KB head is served (and its x-pad reaches no error path)', async () => {
+test('a 15 KB head is served', async () => {
   const r = await sendRaw(host, port, [chatOfHeadSize(15 * 1024)], 5000);
   assert.equal(statusOf(r), 200, r.text.slice(0, 300));
   assert.equal((JSON.parse(bodyOf(r)) as { object: string }).object, 'chat.completion');
@@ -130,4 +130,17 @@ test('a 1 MB header line is closed before the client has sent it, and other clie
   assert.equal(outcome.text, '', 'no answer: uWS closes before any handler runs');
   const ok = await sendRaw(host, port, [chatOfHeadSize(1024)], 5000);
   assert.equal(statusOf(ok), 200, ok.text.slice(0, 300));
+});
+
+test('server.max_header_bytes sets the cap: at 2 KiB a 3 KB head is 431 and a 1.5 KB one served', async () => {
+  const small = await startStack({ config: { server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 2000, max_header_bytes: 2048 } } });
+  try {
+    const u = new URL(small.url);
+    const over = await sendRaw(u.hostname, Number(u.port), [chatOfHeadSize(3 * 1024)], 5000);
+    assert.equal(statusOf(over), 431, over.text.slice(0, 300));
+    const under = await sendRaw(u.hostname, Number(u.port), [chatOfHeadSize(1536)], 5000);
+    assert.equal(statusOf(under), 200, under.text.slice(0, 300));
+  } finally {
+    await small.close();
+  }
 });
