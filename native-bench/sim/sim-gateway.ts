@@ -15,6 +15,7 @@ import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.t
 import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
 import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
+import { kvEventSinkOf, type KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
@@ -43,6 +44,8 @@ export class SimGateway implements FleetView {
   readonly admission: AdmissionController;
   readonly kv: KvEstimator;
   readonly pool: SimPool;
+  /** Where the engines' KV events go when this gateway's policy reads them (its own index); else null. */
+  readonly kvEvents: KvEventSink | null;
   private readonly clock: VirtualClock;
   private readonly table: ReplicaTableWriter;
   private readonly trackers: ReplicaTracker[];
@@ -74,6 +77,7 @@ export class SimGateway implements FleetView {
       return t;
     });
     this.router = new Router(buildPolicy(cfg, this), this);
+    this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     this.admission = new AdmissionController({
       fleet: this, kv: this.kv, router: this.router, clock,

@@ -7,7 +7,6 @@
 import { LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS } from '../../registry/inflight-ledger.ts';
 import type { GatewayConfig } from '../../config/schema.ts';
 import { MaxScorePicker } from '../pickers/max-score-picker.ts';
-import type { PrefixIndex } from '../prefix-index.ts';
 import { SeededRandom } from '../seeded-random.ts';
 import type { Decision, FleetView, RouteRequest } from '../types.ts';
 import { AnchorPolicy } from './anchor-policy.ts';
@@ -19,8 +18,8 @@ export class DynamoPolicy extends AnchorPolicy {
   private readonly picker: MaxScorePicker;
   private readonly blockSizes = new Map<string, number>();
 
-  constructor(index: PrefixIndex, slots: number, pools: GatewayConfig['pools'], seed = 1) {
-    super(index, slots);
+  constructor(slots: number, pools: GatewayConfig['pools'], seed = 1) {
+    super(slots, { feed: 'dispatch', capacity: 'scraped' });
     this.picker = new MaxScorePicker(new SeededRandom(seed));
     for (const p of pools) this.blockSizes.set(p.id, p.block_size);
   }

@@ -9,6 +9,7 @@ import { KvCacheUtilizationScorer } from '../../../src/router/scorers/kv-cache-u
 import { PrefixCacheScorer } from '../../../src/router/scorers/prefix-cache-scorer.ts';
 import { QueueScorer } from '../../../src/router/scorers/queue-scorer.ts';
 import { SeededRandom } from '../../../src/router/seeded-random.ts';
+import type { AnchorPolicy } from '../../../src/router/policies/anchor-policy.ts';
 import { Router, createPolicy } from '../../../src/router/route.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
@@ -64,6 +65,26 @@ void test('llm-d: 3 × prefix + 2 × queue + 2 × KV; its index is written at di
   const again = router.route(request(hashes(100, 3)));
   assert.ok(again.ok);
   assert.deepEqual([again.slot, again.decision.cachedBlocks, again.decision.why], [2, 100, 'prefix']);
+});
+
+void test('llm-d\'s approximate index: each replica\'s LRU sized from its scraped num_gpu_blocks', () => {
+  const { fleet, router } = anchor('llm-d');
+  fleet.rows[0]!.numGpuBlocks = 12;
+  fleet.rows[1]!.waiting = 5; // r0 and r2 tie on load; make r0 the pick through the prefix below
+  fleet.rows[2]!.waiting = 5;
+  const a = request(hashes(10, 11));
+  const d = router.route(a);
+  assert.ok(d.ok);
+  assert.equal(d.slot, 0);
+  router.dispatched(a, d.decision);
+  router.dispatched(request(hashes(5, 12)), d.decision); // 15 blocks into 12: a's first 3 blocks go
+  const policy = router.policy as AnchorPolicy;
+  assert.equal(policy.index.count(0), 12);
+  assert.equal(policy.index.capacity(0), 12);
+  assert.equal(policy.index.capacity(1), 10_000, 'every candidate\'s capacity is read from its row');
+  const again = router.route(request(hashes(10, 11)));
+  assert.ok(again.ok);
+  assert.equal(again.decision.cachedBlocks, 0, 'its run starts at block 0, which the LRU dropped first');
 });
 
 void test('sglang: best match above the cache threshold unless loads are imbalanced, else least loaded', () => {
