@@ -1,5 +1,5 @@
 // The comparison policies, as their references define them: llm-d's scorers and max-score picker, SGLang's
-// cache-aware thresholds, Dynamo's block cost; and that createPolicy builds every configured policy.
+// cache-aware thresholds (Dynamo's cost: dynamo.test.ts); and that createPolicy builds every configured policy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { configSchema } from '../../../src/config/schema.ts';
@@ -105,25 +105,6 @@ void test('sglang: best match above the cache threshold unless loads are imbalan
   const imb = router.route(request(hashes(50, 4)));
   assert.ok(imb.ok);
   assert.equal(imb.slot, 1);
-});
-
-void test('dynamo: prefill blocks net of overlap plus active blocks, argmin', () => {
-  const { fleet, router } = anchor('dynamo');
-  const req = request(hashes(10, 5), { promptTokens: 160 });
-  const first = router.route(req);
-  assert.ok(first.ok);
-  router.dispatched(req, first.decision); // the chosen replica holds all 10 blocks now
-  const holder = first.slot;
-  const others = [0, 1, 2].filter((s) => s !== holder);
-  // holder: 8 reserved blocks (cost 1 × max(0 + 10 − 10, 0) + 8 + 10 = 18); another: 0 + 10 + 0 + 10 = 20
-  fleet.ledger.dispatch(holder, 0, 128, 16);
-  const d = router.route(request(hashes(10, 5), { promptTokens: 160 }));
-  assert.ok(d.ok);
-  assert.equal(d.slot, holder);
-  fleet.ledger.dispatch(holder, 0, 64, 16); // 12 reserved: 22 > 20
-  const moved = router.route(request(hashes(10, 5), { promptTokens: 160 }));
-  assert.ok(moved.ok);
-  assert.ok(others.includes(moved.slot));
 });
 
 void test('createPolicy builds every policy the config offers, kv-aware by default', () => {
