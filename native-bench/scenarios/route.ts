@@ -104,7 +104,7 @@ const scenario: BenchScenario = async (args) => {
 
   const rows: Array<Array<string | number>> = [];
   const extra: Record<string, unknown> = { indexBytesPerEntry: PREFIX_INDEX_BYTES_PER_ENTRY, indexBytes: index.buffer.byteLength };
-  const policies: Array<GatewayConfig['routing']['policy']> = ['kv-aware', 'llm-d', 'sglang', 'dynamo', 'least-outstanding-tokens', 'round-robin'];
+  const policies: Array<GatewayConfig['routing']['policy']> = ['kv-aware', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo', 'least-outstanding-tokens', 'round-robin'];
   const samples = new Float64Array(decisions);
   for (const name of policies) {
     const router = new Router(createPolicy(cfgFor(name), fleet, index), fleet);

@@ -29,6 +29,7 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
     case 'round-robin': return new RoundRobinPolicy();
     case 'least-outstanding-tokens': return new LeastOutstandingTokensPolicy();
     case 'llm-d': return new LlmdPolicy(slots, false);
+    case 'llm-d-precise': return new LlmdPolicy(slots, true);
     case 'sglang': return new SglangPolicy(slots);
     case 'dynamo': return new DynamoPolicy(slots, cfg.pools);
     case 'kv-aware': return new KvAwarePolicy({

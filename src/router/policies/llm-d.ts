@@ -18,6 +18,8 @@ import type { Decision, FleetView, RouteRequest } from '../types.ts';
 import { AnchorPolicy } from './anchor-policy.ts';
 
 export const LLMD_WEIGHTS = { prefix: 3, queue: 2, kv: 2 } as const;
+/** The EPP's metrics refresh interval (--refresh-metrics-interval, llm-d-router pkg/epp/server/options.go): ms. */
+export const LLMD_REFRESH_MS = 50;
 
 export class LlmdPolicy extends AnchorPolicy {
   readonly name: 'llm-d' | 'llm-d-precise';

@@ -10,6 +10,7 @@ import { PrefixCacheScorer } from '../../../src/router/scorers/prefix-cache-scor
 import { QueueScorer } from '../../../src/router/scorers/queue-scorer.ts';
 import { SeededRandom } from '../../../src/router/seeded-random.ts';
 import type { AnchorPolicy } from '../../../src/router/policies/anchor-policy.ts';
+import { kvEventSinkOf } from '../../../src/router/anchors/kv-event-sink.ts';
 import { Router, createPolicy } from '../../../src/router/route.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
@@ -46,7 +47,7 @@ void test('max-score picker: the highest score, ties broken at random but reprod
   for (let i = 0; i < 20; i++) assert.equal(a.pick(4, new Float64Array(4)), b.pick(4, new Float64Array(4)));
 });
 
-function anchor(name: 'llm-d' | 'sglang' | 'dynamo'): { fleet: FixtureFleet; router: Router } {
+function anchor(name: 'llm-d' | 'llm-d-precise' | 'sglang' | 'dynamo'): { fleet: FixtureFleet; router: Router } {
   const fleet = new FixtureFleet(IDS);
   return { fleet, router: new Router(createPolicy(fixtureConfig(IDS, { policy: name }), fleet), fleet) };
 }
@@ -85,6 +86,35 @@ void test('llm-d\'s approximate index: each replica\'s LRU sized from its scrape
   const again = router.route(request(hashes(10, 11)));
   assert.ok(again.ok);
   assert.equal(again.decision.cachedBlocks, 0, 'its run starts at block 0, which the LRU dropped first');
+});
+
+void test('llm-d-precise: the prefix score follows KV events (stored, removed, cleared), never dispatches', () => {
+  const { fleet, router } = anchor('llm-d-precise');
+  const events = kvEventSinkOf(router.policy);
+  assert.ok(events !== null);
+  const req = request(hashes(20, 13));
+  Object.assign(fleet.rows[0]!, { waiting: 4, kvUsage: 0.5 });
+  Object.assign(fleet.rows[1]!, { waiting: 0, kvUsage: 0 });
+  Object.assign(fleet.rows[2]!, { waiting: 0, kvUsage: 0 });
+  const first = router.route(req);
+  assert.ok(first.ok);
+  router.dispatched(req, first.decision);
+  assert.equal((router.policy as AnchorPolicy).index.count(first.slot), 0, 'a dispatch writes nothing');
+  // r0's engine reports all 20 blocks: 3 × 1 + 2 × 0 + 2 × 0.5 = 4 against r1, r2: 0 + 2 + 2 = 4; 19 of 20 tip it.
+  for (const h of req.blockHashes) events.stored(0, h);
+  fleet.rows[0]!.kvUsage = 0.4; // r0: 3 + 0 + 1.2 = 4.2 > 4
+  let d = router.route(req);
+  assert.ok(d.ok);
+  assert.deepEqual([d.slot, d.decision.cachedBlocks], [0, 20]);
+  events.removed(0, req.blockHashes[10]!); // 10 / 20: 1.5 + 1.2 = 2.7 < 4
+  d = router.route(req);
+  assert.ok(d.ok);
+  assert.notEqual(d.slot, 0);
+  events.stored(0, req.blockHashes[10]!);
+  events.cleared(0);
+  d = router.route(req);
+  assert.ok(d.ok);
+  assert.equal(d.decision.cachedBlocks, 0);
 });
 
 void test('sglang: best match above the cache threshold unless loads are imbalanced, else least loaded', () => {
