@@ -47,6 +47,8 @@ export interface SimOptions {
   retryShed?: boolean;
   kills?: readonly FaultSpec[];
   restarts?: readonly FaultSpec[];
+  /** `native`: each gateway admits as the routed system does upstream (native-admission/); default expediter. */
+  admission?: 'native' | 'expediter';
   /** Arrivals before this are not measured (default WARMUP_SHARE of the run; 0 measures every request). */
   warmupMs?: number;
 }
@@ -100,7 +102,7 @@ export class FleetSim implements RequestSink {
     this.engines = Array.from({ length: n }, () => new MockEngine(this.engineOptions, this.clock));
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
-    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock));
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: o.admission ?? 'expediter' }));
     for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
     for (let slot = 0; slot < n; slot++) this.kvFeed.attach(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
