@@ -48,12 +48,22 @@ export class DynamoSequences {
     return this.prefillTokens[slot]!;
   }
 
-  /** Blocks of `hashes` not among the worker's active blocks. */
+  /**
+   * Blocks of `hashes` not among the worker's active blocks. Block hashes are chained (each one covers the
+   * whole prefix before it), so an active request holding block i holds blocks 0..i-1 too: the request's
+   * active blocks on a worker are a prefix of its chain, found by bisection in O(log blocks) map reads.
+   */
   newBlocks(slot: number, hashes: Float64Array): number {
     const u = this.unique[slot]!;
-    let n = 0;
-    for (let i = 0; i < hashes.length; i++) if (!u.has(hashes[i]!)) n++;
-    return n;
+    if (u.size === 0) return hashes.length;
+    let lo = 0;
+    let hi = hashes.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (u.has(hashes[mid]!)) lo = mid + 1;
+      else hi = mid;
+    }
+    return hashes.length - lo;
   }
 
   /** add_request: the request (keyed by `key`) is now active on `slot`, with `prefill` tokens to prefill. */
