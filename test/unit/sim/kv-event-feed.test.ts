@@ -2,8 +2,13 @@
 // evictions included, for every subscribed gateway; a dead replica is cleared.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { fleetFromConfig } from '../../../native-bench/sim/fleet.ts';
 import { KvEventFeed } from '../../../native-bench/sim/kv-event-feed.ts';
 import { chain53 } from '../../../native-bench/sim/prng.ts';
+import { FleetSim } from '../../../native-bench/sim/sim-run.ts';
+import type { SimRequest } from '../../../native-bench/sim/workload-types.ts';
+import { parseConfig } from '../../../src/config/load.ts';
+import type { AnchorPolicy } from '../../../src/router/policies/anchor-policy.ts';
 import { BlockHolders } from '../../../src/router/anchors/block-holders.ts';
 import type { KvEventSink } from '../../../src/router/anchors/kv-event-sink.ts';
 import { VirtualClock } from '../../../test/mock-replica/engine/clocks.ts';
@@ -65,4 +70,28 @@ void test('nothing is attached while no gateway subscribes', () => {
   feed.attach(0, engine);
   serve(engine, clock, 'x', chainOf(4, 10));
   assert.equal(feed.delivered, 0);
+});
+
+void test('in a run, each gateway\'s event-fed index ends holding what each engine caches; a dead replica holds nothing', () => {
+  const fleet = fleetFromConfig('tiny', parseConfig({
+    routing: { policy: 'llm-d-precise' },
+    pools: [{ id: 't', model: 'tiny-model', mock_profile: 'tiny', max_context_tokens: 2048,
+      replicas: [1, 2, 3].map((i) => ({ id: `t-${i}`, url: `http://t-${i}.sim:8000` })) }],
+  }));
+  const reqs: SimRequest[] = Array.from({ length: 60 }, (_, i) => ({
+    seq: i, atMs: 50 + 40 * i, adapter: null, promptTokens: 300, outputTokens: 3, maxTokens: 3, blockHashes: chainOf(i, 18), replyHashes: null,
+  }));
+  let next = 0;
+  const workload = { name: 'list', next: (): SimRequest | null => reqs[next++] ?? null };
+  const sim = new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'llm-d-precise', workload, durationMs: 3000, gateways: 2, seed: 2,
+    kills: [{ replica: 't-3', atS: 1 }], restarts: [{ replica: 't-1', atS: 1.5 }],
+  });
+  sim.run();
+  for (const gw of sim.gateways) {
+    const idx = (gw.router.policy as AnchorPolicy).index;
+    assert.equal(idx.count(2), 0, 'the killed replica');
+    for (const slot of [0, 1]) assert.equal(idx.count(slot), sim.engines[slot]!.snapshot().cached_blocks, `slot ${slot}`);
+  }
+  assert.ok(sim.engines[0]!.snapshot().cached_blocks > 0, 'the restarted replica cached blocks again');
 });
