@@ -15,6 +15,7 @@ import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
 import { ReplicaRow, ReplicaTable, ReplicaTableWriter } from '../../src/registry/replica-table.ts';
 import { ROW_STATE } from '../../src/registry/replica-table-layout.ts';
 import { PREFIX_INDEX_BYTES_PER_ENTRY, PrefixIndex } from '../../src/router/prefix-index.ts';
+import { AnchorPolicy } from '../../src/router/policies/anchor-policy.ts';
 import { Router, createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RouteRequest } from '../../src/router/types.ts';
 import { syntheticBlockHash } from '../../test/helpers/synthetic-hashes.ts';
@@ -74,11 +75,14 @@ const scenario: BenchScenario = async (args) => {
   const index = new PrefixIndex({ entries, slots: REPLICAS });
   const HOT = 64;
   const hot = Array.from({ length: HOT }, (_, i) => chain(1_000 + i, 1500));
-  for (let i = 0; i < 2000; i++) index.insert(chain(50_000 + i, 100), 0, i % REPLICAS); // older background
+  // The same placements go into kv-aware's shared index and into each anchor's own index.
+  const placements: Array<[Float64Array, number]> = [];
+  for (let i = 0; i < 2000; i++) placements.push([chain(50_000 + i, 100), i % REPLICAS]); // older background
   for (let i = 0; i < HOT; i++) {
     const holders = 1 + (i % 3);
-    for (let h = 0; h < holders; h++) index.insert(hot[i]!, 0, (i * 7 + h * 13) % REPLICAS);
+    for (let h = 0; h < holders; h++) placements.push([hot[i]!, (i * 7 + h * 13) % REPLICAS]);
   }
+  for (const [h, slot] of placements) index.insert(h, 0, slot);
 
   const cfgFor = (policy: GatewayConfig['routing']['policy']): GatewayConfig => configSchema.parse({
     routing: { policy, prefix_index_entries: entries },
@@ -100,10 +104,11 @@ const scenario: BenchScenario = async (args) => {
 
   const rows: Array<Array<string | number>> = [];
   const extra: Record<string, unknown> = { indexBytesPerEntry: PREFIX_INDEX_BYTES_PER_ENTRY, indexBytes: index.buffer.byteLength };
-  const policies: Array<GatewayConfig['routing']['policy']> = ['kv-aware', 'llm-d', 'sglang', 'dynamo', 'least-outstanding-tokens', 'round-robin'];
+  const policies: Array<GatewayConfig['routing']['policy']> = ['kv-aware', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo', 'least-outstanding-tokens', 'round-robin'];
   const samples = new Float64Array(decisions);
   for (const name of policies) {
     const router = new Router(createPolicy(cfgFor(name), fleet, index), fleet);
+    if (router.policy instanceof AnchorPolicy) for (const [h, slot] of placements) router.policy.index.insert(h, 0, slot);
     for (const [label, reqs] of cases) {
       for (let i = 0; i < 3000; i++) router.route(reqs[i % reqs.length]!); // warm up (JIT)
       await new Promise((r) => setImmediate(r));

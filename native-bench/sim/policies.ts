@@ -4,6 +4,7 @@
 // (each gateway gets its own prefix index and learned rates, as separate gateway processes would).
 // Thread: the run's. Setup only.
 import { configSchema, type GatewayConfig } from '../../src/config/schema.ts';
+import { LLMD_REFRESH_MS } from '../../src/router/policies/llm-d.ts';
 import { createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RoutingFeedback, RoutingPolicy } from '../../src/router/types.ts';
 
@@ -12,10 +13,15 @@ export function policyNames(): string[] {
   return [...configSchema.shape.routing.unwrap().shape.policy.unwrap().options];
 }
 
-/** The config with routing.policy set to `name` (params kept). */
+/**
+ * The config with routing.policy set to `name` (params kept). The llm-d anchors scrape at llm-d's own
+ * metrics refresh (50 ms), not the gateway's registry interval: that is what their router sees upstream.
+ */
 export function withPolicy(cfg: GatewayConfig, name: string): GatewayConfig {
   if (!policyNames().includes(name)) throw new RangeError(`unknown policy ${name}; the schema offers ${policyNames().join(', ')}`);
-  return { ...cfg, routing: { ...cfg.routing, policy: name as GatewayConfig['routing']['policy'] } };
+  const policy = name as GatewayConfig['routing']['policy'];
+  const registry = policy === 'llm-d' || policy === 'llm-d-precise' ? { ...cfg.registry, scrape_interval_ms: LLMD_REFRESH_MS } : cfg.registry;
+  return { ...cfg, routing: { ...cfg.routing, policy }, registry };
 }
 
 /** One gateway's policy instance over its own fleet view. */

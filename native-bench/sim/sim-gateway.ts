@@ -15,13 +15,21 @@ import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.t
 import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
 import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
+import { kvEventSinkOf, type KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
 import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import type { SimPool } from './fleet.ts';
+import { nativeAdmission } from './native-admission/index.ts';
+import type { SimAdmission } from './native-admission/types.ts';
 import { buildPolicy } from './policies.ts';
+
+export interface SimGatewayOptions {
+  /** `native`: the routed system's own admission (native-admission/); `expediter`: the gateway's AdmissionController. */
+  admission: 'native' | 'expediter';
+}
 
 /** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
 export interface EngineSlots {
@@ -40,9 +48,12 @@ export class SimGateway implements FleetView {
   readonly index: number;
   readonly ledger: InflightLedger;
   readonly router: Router;
-  readonly admission: AdmissionController;
+  readonly admission: SimAdmission;
+  readonly options: SimGatewayOptions;
   readonly kv: KvEstimator;
   readonly pool: SimPool;
+  /** Where the engines' KV events go when this gateway's policy reads them (its own index); else null. */
+  readonly kvEvents: KvEventSink | null;
   private readonly clock: VirtualClock;
   private readonly table: ReplicaTableWriter;
   private readonly trackers: ReplicaTracker[];
@@ -54,8 +65,9 @@ export class SimGateway implements FleetView {
   /** Restarts this gateway's registry detected (each one reset the router's knowledge of the slot). */
   restartsSeen = 0;
 
-  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock) {
+  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock, options: SimGatewayOptions = { admission: 'expediter' }) {
     this.index = index;
+    this.options = options;
     this.pool = pool;
     this.clock = clock;
     const n = pool.replicas.length;
@@ -74,8 +86,10 @@ export class SimGateway implements FleetView {
       return t;
     });
     this.router = new Router(buildPolicy(cfg, this), this);
+    this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
-    this.admission = new AdmissionController({
+    const native = options.admission === 'native' ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile }) : null;
+    this.admission = native ?? new AdmissionController({
       fleet: this, kv: this.kv, router: this.router, clock,
       cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
     });

@@ -10,6 +10,7 @@ import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
 import type { Decision } from '../../src/router/types.ts';
 import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
+import { KvEventFeed } from './kv-event-feed.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
 import { RunMetrics, type RunFigures } from './metrics.ts';
 import { withPolicy } from './policies.ts';
@@ -46,6 +47,8 @@ export interface SimOptions {
   retryShed?: boolean;
   kills?: readonly FaultSpec[];
   restarts?: readonly FaultSpec[];
+  /** `native`: each gateway admits as the routed system does upstream (native-admission/); default expediter. */
+  admission?: 'native' | 'expediter';
   /** Arrivals before this are not measured (default WARMUP_SHARE of the run; 0 measures every request). */
   warmupMs?: number;
 }
@@ -57,6 +60,8 @@ export class FleetSim implements RequestSink {
   readonly inflightTokens: Float64Array;
   readonly gateways: SimGateway[] = [];
   readonly metrics = new RunMetrics();
+  /** The engines' KV events, to every gateway whose policy reads them. */
+  readonly kvFeed = new KvEventFeed();
   private readonly pool: SimPool;
   private readonly engineOptions: EngineOptions;
   private readonly workload: Workload;
@@ -97,7 +102,9 @@ export class FleetSim implements RequestSink {
     this.engines = Array.from({ length: n }, () => new MockEngine(this.engineOptions, this.clock));
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
-    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock));
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: o.admission ?? 'expediter' }));
+    for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
+    for (let slot = 0; slot < n; slot++) this.kvFeed.attach(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
     // only after the first scrape of every replica).
     for (const gw of this.gateways) {
@@ -161,6 +168,7 @@ export class FleetSim implements RequestSink {
     if (!engine) return;
     this.retiredPreemptions += engine.stats().num_preemptions_total;
     this.engines[slot] = null;
+    this.kvFeed.detach(slot, engine);
     engine.close();
   }
 
@@ -168,7 +176,9 @@ export class FleetSim implements RequestSink {
   restart(slot: number): void {
     this.kill(slot);
     this.startSeconds[slot] = EPOCH_SECONDS + this.clock.now() / 1000;
-    this.engines[slot] = new MockEngine(this.engineOptions, this.clock);
+    const engine = new MockEngine(this.engineOptions, this.clock);
+    this.engines[slot] = engine;
+    this.kvFeed.attach(slot, engine);
   }
 
   private scheduleArrival(): void {

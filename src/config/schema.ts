@@ -139,7 +139,7 @@ export const configSchema = z.strictObject({
     stale_ms: z.number().int().positive().default(5000),
   }).prefault({}),
   routing: z.strictObject({
-    policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'sglang', 'dynamo']).default('kv-aware'),
+    policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']).default('kv-aware'),
     params: z.record(z.string(), z.unknown()).default({}),
     /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). */
     load_bound_epsilon: z.number().min(0).default(0.25),

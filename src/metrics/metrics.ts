@@ -25,7 +25,7 @@ export type CancelPhase = (typeof CANCEL_PHASES)[number];
 export type { MetricSources } from './scrape-gauges.ts';
 
 /** Label values of gateway_routing_why_total: routing.policy's names and the router's `why` values. */
-const POLICY_NAMES: ReadonlySet<string> = new Set(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'sglang', 'dynamo']);
+const POLICY_NAMES: ReadonlySet<string> = new Set(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']);
 const ROUTE_WHYS: ReadonlySet<string> = new Set(['prefix', 'cold', 'load-bound', 'headroom', 'adapter', 'policy']);
 export type { MetricsSnapshot } from './worker-metrics.ts';
 

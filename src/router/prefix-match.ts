@@ -3,10 +3,14 @@
 // differ, so its overlap must not be used). Returns the longest match.
 // Thread: the acceptor. Hot path: one PrefixIndex.lookup.
 import type { CandidateTable } from './candidate-table.ts';
-import type { PrefixIndex } from './prefix-index.ts';
 import type { FleetView, RouteRequest } from './types.ts';
 
-export function matchPrefix(index: PrefixIndex, req: RouteRequest, eligible: readonly number[], fleet: FleetView, t: CandidateTable): number {
+/** An index that answers the longest held run from block 0 per candidate (PrefixIndex, BlockHolders). */
+export interface PrefixLookup {
+  lookup(hashes: Float64Array, candidates: readonly number[], out: Int32Array): number;
+}
+
+export function matchPrefix(index: PrefixLookup, req: RouteRequest, eligible: readonly number[], fleet: FleetView, t: CandidateTable): number {
   const n = eligible.length;
   if (req.blockHashes.length === 0) {
     for (let i = 0; i < n; i++) t.matched[i] = 0;

@@ -17,8 +17,9 @@ export type RouteResult =
   | { ok: false; reason: 'no_healthy_replica' | 'all_tried' };
 
 /**
- * Builds the configured policy for `fleet` (setup only). The index-using policies share `index` when given
- * (an acceptor thread attaching to another's buffer), else get a new one of routing.prefix_index_entries.
+ * Builds the configured policy for `fleet` (setup only). kv-aware shares `index` when given (an acceptor
+ * thread attaching to another's buffer), else gets a new one of routing.prefix_index_entries. The comparison
+ * anchors each keep their own index (anchors/block-holders.ts), one per policy instance.
  */
 export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: PrefixIndex): RoutingPolicy & RoutingFeedback {
   const r = cfg.routing;
@@ -27,9 +28,10 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
   switch (r.policy) {
     case 'round-robin': return new RoundRobinPolicy();
     case 'least-outstanding-tokens': return new LeastOutstandingTokensPolicy();
-    case 'llm-d': return new LlmdPolicy(prefixIndex(), slots);
-    case 'sglang': return new SglangPolicy(prefixIndex(), slots);
-    case 'dynamo': return new DynamoPolicy(prefixIndex(), slots, cfg.pools);
+    case 'llm-d': return new LlmdPolicy(slots, false);
+    case 'llm-d-precise': return new LlmdPolicy(slots, true);
+    case 'sglang': return new SglangPolicy(slots);
+    case 'dynamo': return new DynamoPolicy(slots, cfg.pools);
     case 'kv-aware': return new KvAwarePolicy({
       pools: cfg.pools, index: prefixIndex(), fleet, staleMs: cfg.admission.stale_ms,
       headroomRatio: cfg.admission.headroom_ratio, connectionsPerReplica: cfg.upstream.connections_per_replica,

@@ -1,11 +1,15 @@
-// llm-d (the llm-d Router's default profile, approximate prefix mode), for comparison:
-//   score = 3 × prefix-cache-scorer + 2 × queue-scorer + 2 × kv-cache-utilization-scorer → max-score-picker
-// Prefix from the shared PrefixIndex, written at dispatch (as its PreRequest hook does); no correction, no
-// reply blocks, no headroom avoidance. Queue and KV usage are the raw scraped figures (no ledger).
+// llm-d (the llm-d Router's default profile), for comparison:
+//   score = 3 × prefix scorer + 2 × queue-scorer + 2 × kv-cache-utilization-scorer → max-score-picker
+// (llm-d/llm-d-router pkg/epp/config/loader/defaults.go). Two prefix scorers, each with its own index:
+//   - `llm-d`: prefix-cache-scorer over the approximate index (written at dispatch, as its PreRequest hook
+//     does; per-pod LRU of the scraped num_gpu_blocks, approximateprefix/);
+//   - `llm-d-precise`: precise-prefix-cache-scorer over an index fed by the engines' KV events (the
+//     kv-cache indexer), matched blocks / prompt blocks, the default profile's weights otherwise.
+// No correction, reply blocks or headroom avoidance. Queue and KV usage are the raw scraped figures (no
+// ledger), read every registry scrape (50 ms in the simulator, llm-d's default refresh).
 // Thread: the acceptor. Hot path: one index lookup + one row copy per candidate, no allocation.
 import { ReplicaRow } from '../../registry/replica-table.ts';
 import { MaxScorePicker } from '../pickers/max-score-picker.ts';
-import type { PrefixIndex } from '../prefix-index.ts';
 import { KvCacheUtilizationScorer } from '../scorers/kv-cache-utilization-scorer.ts';
 import { PrefixCacheScorer } from '../scorers/prefix-cache-scorer.ts';
 import { QueueScorer } from '../scorers/queue-scorer.ts';
@@ -14,9 +18,11 @@ import type { Decision, FleetView, RouteRequest } from '../types.ts';
 import { AnchorPolicy } from './anchor-policy.ts';
 
 export const LLMD_WEIGHTS = { prefix: 3, queue: 2, kv: 2 } as const;
+/** The EPP's metrics refresh interval (--refresh-metrics-interval, llm-d-router pkg/epp/server/options.go): ms. */
+export const LLMD_REFRESH_MS = 50;
 
 export class LlmdPolicy extends AnchorPolicy {
-  readonly name = 'llm-d';
+  readonly name: 'llm-d' | 'llm-d-precise';
   private readonly row = new ReplicaRow();
   private readonly waiting: Float64Array;
   private readonly kvUsage: Float64Array;
@@ -26,8 +32,10 @@ export class LlmdPolicy extends AnchorPolicy {
   private readonly kv = new KvCacheUtilizationScorer();
   private readonly picker: MaxScorePicker;
 
-  constructor(index: PrefixIndex, slots: number, seed = 1) {
-    super(index, slots);
+  /** precise: the prefix index is fed by KV events (llm-d-precise); else approximate, written at dispatch. */
+  constructor(slots: number, precise: boolean, seed = 1) {
+    super(slots, precise ? { feed: 'events', capacity: Infinity } : { feed: 'dispatch', capacity: 'scraped' });
+    this.name = precise ? 'llm-d-precise' : 'llm-d';
     this.waiting = new Float64Array(slots);
     this.kvUsage = new Float64Array(slots);
     this.part = new Float64Array(slots);

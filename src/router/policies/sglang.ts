@@ -3,20 +3,24 @@
 //   if max − min > 64 and max > 1.5 × min → least loaded
 //   else if matched blocks / prompt blocks > 0.3 → the worker with the longest match (ties: less loaded)
 //   else → least loaded
-// Prefix from the shared PrefixIndex, written at dispatch; no correction, reply blocks or headroom.
+// Prefix from its own approximate index, written at dispatch and bounded per worker by the tree's own size
+// (max_tree_size 2^26 characters, sgl-project/sglang sgl-router router_args.py; at 4 characters per token,
+// 2^20 blocks of 16 tokens): SGLang's router never learns the engines' KV size. No correction, reply blocks
+// or headroom.
 // Thread: the acceptor. Hot path: one index lookup + one ledger load per candidate.
 import { LEDGER_INFLIGHT } from '../../registry/inflight-ledger.ts';
-import type { PrefixIndex } from '../prefix-index.ts';
 import type { Decision, FleetView, RouteRequest } from '../types.ts';
 import { AnchorPolicy } from './anchor-policy.ts';
 
 export const SGLANG_DEFAULTS = { balanceAbsThreshold: 64, balanceRelThreshold: 1.5, cacheThreshold: 0.3 } as const;
+/** max_tree_size (2^26 characters) in 16-token blocks at 4 characters per token. */
+export const SGLANG_TREE_BLOCKS = 2 ** 26 / 4 / 16;
 
 export class SglangPolicy extends AnchorPolicy {
   readonly name = 'sglang';
 
-  constructor(index: PrefixIndex, slots: number) {
-    super(index, slots);
+  constructor(slots: number) {
+    super(slots, { feed: 'dispatch', capacity: SGLANG_TREE_BLOCKS });
   }
 
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {

@@ -6,7 +6,7 @@
 // free) and max_loras; the step lasts what profiles.ts says; at its end tokens are sampled and events fire.
 // Steps run only while there is work. Thread: main of the mock process. Hot path: yes, per step and per token;
 // no allocation per token beyond the callbacks' own.
-import { BlockPool } from './block-pool.ts';
+import { BlockPool, type BlockPoolListener } from './block-pool.ts';
 import { auditEngine } from './engine-audit.ts';
 import { EngineRequest } from './engine-request.ts';
 import { PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
@@ -54,6 +54,14 @@ export class MockEngine {
     this.pool = new BlockPool(this.config.numGpuBlocks);
     this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
+  }
+
+  /**
+   * Who hears the prefix cache's stores and evictions (the KV events vLLM would publish); null = nobody.
+   * A listener costs one call per cached or evicted block.
+   */
+  setKvListener(listener: BlockPoolListener | null): void {
+    this.pool.listener = listener;
   }
 
   /** Engine steps run so far. */

@@ -1,5 +1,5 @@
 // The comparison policies, as their references define them: llm-d's scorers and max-score picker, SGLang's
-// cache-aware thresholds, Dynamo's block cost; and that createPolicy builds every configured policy.
+// cache-aware thresholds (Dynamo's cost: dynamo.test.ts); and that createPolicy builds every configured policy.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { configSchema } from '../../../src/config/schema.ts';
@@ -9,6 +9,8 @@ import { KvCacheUtilizationScorer } from '../../../src/router/scorers/kv-cache-u
 import { PrefixCacheScorer } from '../../../src/router/scorers/prefix-cache-scorer.ts';
 import { QueueScorer } from '../../../src/router/scorers/queue-scorer.ts';
 import { SeededRandom } from '../../../src/router/seeded-random.ts';
+import type { AnchorPolicy } from '../../../src/router/policies/anchor-policy.ts';
+import { kvEventSinkOf } from '../../../src/router/anchors/kv-event-sink.ts';
 import { Router, createPolicy } from '../../../src/router/route.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
@@ -45,7 +47,7 @@ void test('max-score picker: the highest score, ties broken at random but reprod
   for (let i = 0; i < 20; i++) assert.equal(a.pick(4, new Float64Array(4)), b.pick(4, new Float64Array(4)));
 });
 
-function anchor(name: 'llm-d' | 'sglang' | 'dynamo'): { fleet: FixtureFleet; router: Router } {
+function anchor(name: 'llm-d' | 'llm-d-precise' | 'sglang' | 'dynamo'): { fleet: FixtureFleet; router: Router } {
   const fleet = new FixtureFleet(IDS);
   return { fleet, router: new Router(createPolicy(fixtureConfig(IDS, { policy: name }), fleet), fleet) };
 }
@@ -66,6 +68,55 @@ void test('llm-d: 3 × prefix + 2 × queue + 2 × KV; its index is written at di
   assert.deepEqual([again.slot, again.decision.cachedBlocks, again.decision.why], [2, 100, 'prefix']);
 });
 
+void test('llm-d\'s approximate index: each replica\'s LRU sized from its scraped num_gpu_blocks', () => {
+  const { fleet, router } = anchor('llm-d');
+  fleet.rows[0]!.numGpuBlocks = 12;
+  fleet.rows[1]!.waiting = 5; // r0 and r2 tie on load; make r0 the pick through the prefix below
+  fleet.rows[2]!.waiting = 5;
+  const a = request(hashes(10, 11));
+  const d = router.route(a);
+  assert.ok(d.ok);
+  assert.equal(d.slot, 0);
+  router.dispatched(a, d.decision);
+  router.dispatched(request(hashes(5, 12)), d.decision); // 15 blocks into 12: a's first 3 blocks go
+  const policy = router.policy as AnchorPolicy;
+  assert.equal(policy.index.count(0), 12);
+  assert.equal(policy.index.capacity(0), 12);
+  assert.equal(policy.index.capacity(1), 10_000, 'every candidate\'s capacity is read from its row');
+  const again = router.route(request(hashes(10, 11)));
+  assert.ok(again.ok);
+  assert.equal(again.decision.cachedBlocks, 0, 'its run starts at block 0, which the LRU dropped first');
+});
+
+void test('llm-d-precise: the prefix score follows KV events (stored, removed, cleared), never dispatches', () => {
+  const { fleet, router } = anchor('llm-d-precise');
+  const events = kvEventSinkOf(router.policy);
+  assert.ok(events !== null);
+  const req = request(hashes(20, 13));
+  Object.assign(fleet.rows[0]!, { waiting: 4, kvUsage: 0.5 });
+  Object.assign(fleet.rows[1]!, { waiting: 0, kvUsage: 0 });
+  Object.assign(fleet.rows[2]!, { waiting: 0, kvUsage: 0 });
+  const first = router.route(req);
+  assert.ok(first.ok);
+  router.dispatched(req, first.decision);
+  assert.equal((router.policy as AnchorPolicy).index.count(first.slot), 0, 'a dispatch writes nothing');
+  // r0's engine reports all 20 blocks: 3 × 1 + 2 × 0 + 2 × 0.5 = 4 against r1, r2: 0 + 2 + 2 = 4; 19 of 20 tip it.
+  for (const h of req.blockHashes) events.stored(0, h);
+  fleet.rows[0]!.kvUsage = 0.4; // r0: 3 + 0 + 1.2 = 4.2 > 4
+  let d = router.route(req);
+  assert.ok(d.ok);
+  assert.deepEqual([d.slot, d.decision.cachedBlocks], [0, 20]);
+  events.removed(0, req.blockHashes[10]!); // 10 / 20: 1.5 + 1.2 = 2.7 < 4
+  d = router.route(req);
+  assert.ok(d.ok);
+  assert.notEqual(d.slot, 0);
+  events.stored(0, req.blockHashes[10]!);
+  events.cleared(0);
+  d = router.route(req);
+  assert.ok(d.ok);
+  assert.equal(d.decision.cachedBlocks, 0);
+});
+
 void test('sglang: best match above the cache threshold unless loads are imbalanced, else least loaded', () => {
   const { fleet, router } = anchor('sglang');
   const req = request(hashes(50, 4));
@@ -84,25 +135,6 @@ void test('sglang: best match above the cache threshold unless loads are imbalan
   const imb = router.route(request(hashes(50, 4)));
   assert.ok(imb.ok);
   assert.equal(imb.slot, 1);
-});
-
-void test('dynamo: prefill blocks net of overlap plus active blocks, argmin', () => {
-  const { fleet, router } = anchor('dynamo');
-  const req = request(hashes(10, 5), { promptTokens: 160 });
-  const first = router.route(req);
-  assert.ok(first.ok);
-  router.dispatched(req, first.decision); // the chosen replica holds all 10 blocks now
-  const holder = first.slot;
-  const others = [0, 1, 2].filter((s) => s !== holder);
-  // holder: 8 reserved blocks (cost 1 × max(0 + 10 − 10, 0) + 8 + 10 = 18); another: 0 + 10 + 0 + 10 = 20
-  fleet.ledger.dispatch(holder, 0, 128, 16);
-  const d = router.route(request(hashes(10, 5), { promptTokens: 160 }));
-  assert.ok(d.ok);
-  assert.equal(d.slot, holder);
-  fleet.ledger.dispatch(holder, 0, 64, 16); // 12 reserved: 22 > 20
-  const moved = router.route(request(hashes(10, 5), { promptTokens: 160 }));
-  assert.ok(moved.ok);
-  assert.ok(others.includes(moved.slot));
 });
 
 void test('createPolicy builds every policy the config offers, kv-aware by default', () => {

@@ -1,0 +1,230 @@
+// The comparison policies' own prefix index: block hash → the set of replicas believed to hold that block,
+// with no bound on the holders of one hash, and per replica an LRU of its blocks bounded by a capacity in
+// blocks. Two ways to feed it, as upstream routers do:
+//   - written at dispatch (approximate): every prompt block is stored for the chosen replica, most recent
+//     last, and the replica's LRU drops its oldest block once it holds more than its capacity. This is llm-d's
+//     approximate prefix index (llm-d/llm-d-router pkg/epp/framework/plugins/requestcontrol/dataproducer/
+//     approximateprefix: a set of pods per hash, an LRU of hashes per pod sized from the scraped
+//     num_gpu_blocks) and SGLang's tree with its own size bound;
+//   - fed by KV events (precise): stored / removed / cleared as the engine's prefix cache reports them, with
+//     no capacity (the engine's own evictions arrive as removals). This is llm-d's kv-cache indexer and
+//     Dynamo's KvIndexer (ai-dynamo/dynamo lib/kv-router/src/radix_tree.rs).
+// Unlike prefix-index.ts (4 holders per hash, shared between acceptor threads through a SharedArrayBuffer),
+// this is one thread's: a Map from hash to the first of its memberships, memberships in growable typed arrays.
+// Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision, O(blocks × holders);
+// store() once per stored block, O(holders of that hash); no allocation except when the arrays grow.
+
+const NONE = -1;
+const INITIAL_MEMBERSHIPS = 4096;
+
+export class BlockHolders {
+  readonly slots: number;
+  /** hash → its first membership. */
+  private readonly first = new Map<number, number>();
+  // Memberships (hash, slot): a doubly linked chain per hash and a doubly linked LRU per slot.
+  private hashOf: Float64Array;
+  private slotOf: Int32Array;
+  private nextOfHash: Int32Array;
+  private prevOfHash: Int32Array;
+  /** Towards the older end of the slot's LRU, and towards the newer. */
+  private older: Int32Array;
+  private newer: Int32Array;
+  private freeHead = NONE;
+  private used = 0;
+  // Per slot: the newest and oldest memberships, how many, and the bound.
+  private readonly newest: Int32Array;
+  private readonly oldest: Int32Array;
+  private readonly counts: Int32Array;
+  private readonly capacities: Float64Array;
+  /** Per lookup: slot → position in the candidate list; -1 otherwise. */
+  private readonly posOf: Int32Array;
+  /** Memberships dropped because a replica's LRU was over its capacity. */
+  evictions = 0;
+
+  /** `capacityBlocks`: each slot's LRU bound until setCapacity says otherwise (Infinity: none). */
+  constructor(slots: number, capacityBlocks = Infinity) {
+    this.slots = slots;
+    this.hashOf = new Float64Array(INITIAL_MEMBERSHIPS);
+    this.slotOf = new Int32Array(INITIAL_MEMBERSHIPS);
+    this.nextOfHash = new Int32Array(INITIAL_MEMBERSHIPS);
+    this.prevOfHash = new Int32Array(INITIAL_MEMBERSHIPS);
+    this.older = new Int32Array(INITIAL_MEMBERSHIPS);
+    this.newer = new Int32Array(INITIAL_MEMBERSHIPS);
+    this.newest = new Int32Array(slots).fill(NONE);
+    this.oldest = new Int32Array(slots).fill(NONE);
+    this.counts = new Int32Array(slots);
+    this.capacities = new Float64Array(slots).fill(capacityBlocks);
+    this.posOf = new Int32Array(slots).fill(NONE);
+  }
+
+  /** Blocks the slot is believed to hold. */
+  count(slot: number): number {
+    return this.counts[slot]!;
+  }
+
+  /** Hashes with at least one holder. */
+  hashes(): number {
+    return this.first.size;
+  }
+
+  holds(slot: number, hash: number): boolean {
+    return this.find(slot, hash) !== NONE;
+  }
+
+  /** Replicas believed to hold `hash`. */
+  holderCount(hash: number): number {
+    let n = 0;
+    for (let m = this.first.get(hash) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) n++;
+    return n;
+  }
+
+  capacity(slot: number): number {
+    return this.capacities[slot]!;
+  }
+
+  /** The slot's LRU holds at most `blocks` (the replica's num_gpu_blocks); the oldest go at once if over. */
+  setCapacity(slot: number, blocks: number): void {
+    if (this.capacities[slot] === blocks || !(blocks >= 1)) return;
+    this.capacities[slot] = blocks;
+    while (this.counts[slot]! > blocks) this.evictOldest(slot);
+  }
+
+  /** The slot holds hashes[from..]: each becomes its newest block in that order (present ones refreshed). */
+  insert(hashes: Float64Array, from: number, slot: number): number {
+    let added = 0;
+    for (let b = from; b < hashes.length; b++) if (this.store(slot, hashes[b]!)) added++;
+    return added;
+  }
+
+  /** The slot holds `hash` now, as its newest block. True when it was not held before. */
+  store(slot: number, hash: number): boolean {
+    const m = this.find(slot, hash);
+    if (m !== NONE) {
+      this.unlinkLru(m);
+      this.linkNewest(m);
+      return false;
+    }
+    const n = this.allocate();
+    this.hashOf[n] = hash;
+    this.slotOf[n] = slot;
+    const head = this.first.get(hash) ?? NONE;
+    this.prevOfHash[n] = NONE;
+    this.nextOfHash[n] = head;
+    if (head !== NONE) this.prevOfHash[head] = n;
+    this.first.set(hash, n);
+    this.linkNewest(n);
+    this.counts[slot]!++;
+    if (this.counts[slot]! > this.capacities[slot]!) this.evictOldest(slot);
+    return true;
+  }
+
+  /** The slot no longer holds `hash` (a BlockRemoved event). True when it was held. */
+  remove(slot: number, hash: number): boolean {
+    const m = this.find(slot, hash);
+    if (m === NONE) return false;
+    this.drop(m);
+    return true;
+  }
+
+  /** The slot holds nothing (restarted, left, or AllBlocksCleared). */
+  clearSlot(slot: number): void {
+    while (this.oldest[slot] !== NONE) this.drop(this.oldest[slot]!);
+  }
+
+  /**
+   * Longest run of consecutive blocks from block 0 that each candidate holds, into out[i] for candidates[i];
+   * returns the longest. A run ends at the first block the candidate does not hold.
+   */
+  lookup(hashes: Float64Array, candidates: readonly number[], out: Int32Array): number {
+    const nc = candidates.length;
+    const pos = this.posOf;
+    for (let i = 0; i < nc; i++) {
+      out[i] = 0;
+      pos[candidates[i]!] = i;
+    }
+    let best = 0;
+    for (let b = 0; b < hashes.length; b++) {
+      let moved = 0;
+      for (let m = this.first.get(hashes[b]!) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) {
+        const p = pos[this.slotOf[m]!]!;
+        if (p >= 0 && out[p] === b) {
+          out[p] = b + 1;
+          moved++;
+        }
+      }
+      if (moved === 0) break;
+      best = b + 1;
+    }
+    for (let i = 0; i < nc; i++) pos[candidates[i]!] = NONE;
+    return best;
+  }
+
+  private find(slot: number, hash: number): number {
+    for (let m = this.first.get(hash) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) if (this.slotOf[m] === slot) return m;
+    return NONE;
+  }
+
+  private evictOldest(slot: number): void {
+    this.drop(this.oldest[slot]!);
+    this.evictions++;
+  }
+
+  /** Unlinks membership m from its hash chain and its slot's LRU and frees it. */
+  private drop(m: number): void {
+    const next = this.nextOfHash[m]!;
+    const prev = this.prevOfHash[m]!;
+    if (prev !== NONE) this.nextOfHash[prev] = next;
+    else if (next !== NONE) this.first.set(this.hashOf[m]!, next);
+    else this.first.delete(this.hashOf[m]!);
+    if (next !== NONE) this.prevOfHash[next] = prev;
+    this.unlinkLru(m);
+    this.counts[this.slotOf[m]!]!--;
+    this.nextOfHash[m] = this.freeHead;
+    this.freeHead = m;
+  }
+
+  private linkNewest(m: number): void {
+    const slot = this.slotOf[m]!;
+    const head = this.newest[slot]!;
+    this.older[m] = head;
+    this.newer[m] = NONE;
+    if (head !== NONE) this.newer[head] = m;
+    else this.oldest[slot] = m;
+    this.newest[slot] = m;
+  }
+
+  private unlinkLru(m: number): void {
+    const slot = this.slotOf[m]!;
+    const o = this.older[m]!;
+    const n = this.newer[m]!;
+    if (o !== NONE) this.newer[o] = n;
+    else this.oldest[slot] = n;
+    if (n !== NONE) this.older[n] = o;
+    else this.newest[slot] = o;
+  }
+
+  private allocate(): number {
+    if (this.freeHead !== NONE) {
+      const m = this.freeHead;
+      this.freeHead = this.nextOfHash[m]!;
+      return m;
+    }
+    if (this.used === this.hashOf.length) this.grow();
+    return this.used++;
+  }
+
+  private grow(): void {
+    const n = this.hashOf.length * 2;
+    this.hashOf = copyInto(new Float64Array(n), this.hashOf);
+    this.slotOf = copyInto(new Int32Array(n), this.slotOf);
+    this.nextOfHash = copyInto(new Int32Array(n), this.nextOfHash);
+    this.prevOfHash = copyInto(new Int32Array(n), this.prevOfHash);
+    this.older = copyInto(new Int32Array(n), this.older);
+    this.newer = copyInto(new Int32Array(n), this.newer);
+  }
+}
+
+function copyInto<T extends Float64Array | Int32Array>(to: T, from: T): T {
+  to.set(from as ArrayLike<number>);
+  return to;
+}
