@@ -206,7 +206,8 @@ export class SeedMixWorkload implements Workload {
     const blocks = Math.floor(prompt / bs);
     const end = Math.floor((prompt + output) / bs);
     const hashes = live ? new Float64Array(blocks) : EMPTY;
-    const replyHashes = live && turn.turnsLeft > 1 ? new Float64Array(Math.max(0, end - blocks)) : null;
+    // Every turn's reply is hashed, whether or not a next turn follows: the gateway hashes each finished reply.
+    const replyHashes = live ? new Float64Array(Math.max(0, end - blocks)) : null;
     if (live) {
       // Blocks this conversation already hashed (its previous prompt and reply) are copied, not recomputed.
       const known = turn.chain ? Math.min(turn.chain.length, blocks) : 0;
@@ -216,8 +217,7 @@ export class SeedMixWorkload implements Workload {
         const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
         parent = chain53(parent, owner, i);
         if (i < blocks) hashes[i] = parent;
-        else if (replyHashes) replyHashes[i - blocks] = parent;
-        else break;
+        else replyHashes![i - blocks] = parent;
       }
     }
     if (turn.turnsLeft > 1) {

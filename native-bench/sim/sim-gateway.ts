@@ -20,8 +20,15 @@ import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
 import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
+import { AdmitAll } from './admit-all.ts';
 import type { SimPool } from './fleet.ts';
-import { buildPolicy } from './policies.ts';
+import { buildPolicy, nativeAdmitsAll } from './policies.ts';
+import type { AdmissionMode } from './run-types.ts';
+
+export interface SimGatewayOptions {
+  /** `native`: the policy's own system's admission; `expediter`: the gateway's AdmissionController. */
+  admission: AdmissionMode;
+}
 
 /** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
 export interface EngineSlots {
@@ -40,7 +47,8 @@ export class SimGateway implements FleetView {
   readonly index: number;
   readonly ledger: InflightLedger;
   readonly router: Router;
-  readonly admission: AdmissionController;
+  readonly admission: AdmissionController | AdmitAll;
+  readonly options: SimGatewayOptions;
   readonly kv: KvEstimator;
   readonly pool: SimPool;
   private readonly clock: VirtualClock;
@@ -54,8 +62,9 @@ export class SimGateway implements FleetView {
   /** Restarts this gateway's registry detected (each one reset the router's knowledge of the slot). */
   restartsSeen = 0;
 
-  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock) {
+  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock, options: SimGatewayOptions = { admission: 'expediter' }) {
     this.index = index;
+    this.options = options;
     this.pool = pool;
     this.clock = clock;
     const n = pool.replicas.length;
@@ -75,7 +84,7 @@ export class SimGateway implements FleetView {
     });
     this.router = new Router(buildPolicy(cfg, this), this);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
-    this.admission = new AdmissionController({
+    this.admission = options.admission === 'native' && nativeAdmitsAll(cfg) ? new AdmitAll(this.router) : new AdmissionController({
       fleet: this, kv: this.kv, router: this.router, clock,
       cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
     });

@@ -5,8 +5,8 @@
 import { spawnWorker } from '../../src/util/spawn-worker.ts';
 import { UsageError, type SweepArgs } from './args.ts';
 import { poolCapacity, type PoolCapacity } from './capacity.ts';
-import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
-import { policyNames } from './policies.ts';
+import { loadFleet, withKvScale, type SimFleet, type SimPool } from './fleet.ts';
+import { policyNames, simPolicyNames } from './policies.ts';
 import { executeRun } from './run-output.ts';
 import type { RunOutput, RunSpec } from './run-types.ts';
 import { makeWorkload, parseWorkload, traceRps, type WorkloadKind } from './workloads.ts';
@@ -39,9 +39,10 @@ export function planSweep(a: SweepArgs): SweepPlan {
   } else {
     pools = wk.kind === 'seed-mix' ? [...fleet.pools] : [defaultTracePool(fleet)];
   }
-  const known = policyNames();
-  const policies = a.policies ?? known;
-  for (const p of policies) if (!known.includes(p)) throw new UsageError(`--policies: unknown ${p}; the config schema offers ${known.join(', ')}`);
+  pools = pools.map((p) => withKvScale(p, a.kvScale));
+  const known = simPolicyNames();
+  const policies = a.policies ?? policyNames();
+  for (const p of policies) if (!known.includes(p)) throw new UsageError(`--policies: unknown ${p}; the simulator offers ${known.join(', ')}`);
   for (const f of [...a.kills, ...a.restarts]) {
     if (!fleet.pools.some((p) => p.replicas.some((r) => r.id === f.replica))) throw new UsageError(`no replica ${f.replica} in the fleet`);
   }
@@ -50,7 +51,7 @@ export function planSweep(a: SweepArgs): SweepPlan {
   const capacities = pools.map((pool) => {
     // Seeded by the pool's place in the fleet, so --pool gives the same capacity as a whole-fleet sweep.
     const sample = wk.kind === 'seed-mix'
-      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.indexOf(pool) })
+      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.findIndex((x) => x.id === pool.id) })
       : makeWorkload(wk, pool, { rps: 0, speed: 1, durationMs: Infinity, seed: a.seed });
     return poolCapacity(pool, sample, headroom);
   });
@@ -71,12 +72,15 @@ export function planSweep(a: SweepArgs): SweepPlan {
     }
     const inPool = (f: { replica: string }): boolean => pool.replicas.some((r) => r.id === f.replica);
     for (const policy of policies) {
-      for (const pt of points) {
-        specs.push({
-          index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
-          minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
-          kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
-        });
+      for (const admission of a.admissions) {
+        for (const pt of points) {
+          specs.push({
+            index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
+            minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
+            kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
+            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale,
+          });
+        }
       }
     }
   });
