@@ -141,7 +141,7 @@ export class SimGateway implements FleetView {
       if (!engine) {
         events = tracker.onFailure(FAILURE_KIND.UNREACHABLE, 'connection refused', nowMs, this.downAfter);
       } else {
-        const s = engine.stats();
+        const s = engine.counters();
         m.running = s.running;
         m.waiting = s.waiting;
         m.kvUsage = s.kv_cache_usage_perc;

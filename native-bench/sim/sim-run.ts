@@ -168,7 +168,7 @@ export class FleetSim implements RequestSink {
 
   private preemptionsNow(): number {
     let n = this.retiredPreemptions;
-    for (const e of this.engines) if (e) n += e.stats().num_preemptions_total;
+    for (const e of this.engines) if (e) n += e.counters().num_preemptions_total;
     return n;
   }
 
@@ -176,7 +176,7 @@ export class FleetSim implements RequestSink {
   kill(slot: number): void {
     const engine = this.engines[slot];
     if (!engine) return;
-    this.retiredPreemptions += engine.stats().num_preemptions_total;
+    this.retiredPreemptions += engine.counters().num_preemptions_total;
     this.engines[slot] = null;
     engine.close();
   }

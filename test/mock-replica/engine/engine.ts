@@ -11,7 +11,7 @@ import { auditEngine } from './engine-audit.ts';
 import { EngineRequest } from './engine-request.ts';
 import { perturbedProfile, PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
 import { SeededRandom } from '../../../src/router/seeded-random.ts';
-import type { EngineStats } from './stats.ts';
+import type { EngineCounters, EngineStats } from './stats.ts';
 import { StatsRecorder } from './stats-recorder.ts';
 import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
 
@@ -149,13 +149,20 @@ export class MockEngine {
   }
 
   stats(): EngineStats {
+    return this.rec.stats(this.running.length, this.waiting.length, this.pool.usage(), this.loraInfo());
+  }
+
+  /** stats() without the histograms: a fleet simulator's scrape runs per replica every scrape interval. */
+  counters(): EngineCounters {
+    return this.rec.counters(this.running.length, this.waiting.length, this.pool.usage(), this.loraInfo());
+  }
+
+  private loraInfo(): EngineStats['lora'] {
     const runningLoras = new Set<string>();
     for (const r of this.running) if (r.adapter !== null) runningLoras.add(r.adapter);
     const waitingLoras = new Set<string>();
     for (const r of this.waiting) if (r.adapter !== null) waitingLoras.add(r.adapter);
-    return this.rec.stats(this.running.length, this.waiting.length, this.pool.usage(), {
-      max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras],
-    });
+    return { max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras] };
   }
 
   /**
