@@ -31,6 +31,8 @@ export const OVERLOAD_TIMES = [2, 3] as const;
 export const SEED_MIX_OVERLOAD_RPS = 5000;
 const OVERLOAD_POLICY = 'kv-aware';
 const OVERLOAD_ADMISSION: AdmissionMode = 'expediter';
+/** Above any bisection depth. */
+const OVERLOAD_PRIORITY = 1000;
 
 export interface Contender {
   policy: string;
@@ -142,8 +144,12 @@ export class RaceRunner {
     };
   }
 
-  private async runOne(spec: RunSpec): Promise<RunOutput> {
-    const out = await this.pool.submit(spec);
+  /**
+   * Priority: a chain's later probes go first (depth-first), and overload runs before any probe, so chains
+   * finish one after another and the long overload runs start early instead of forming the race's tail.
+   */
+  private async runOne(spec: RunSpec, priority: number): Promise<RunOutput> {
+    const out = await this.pool.submit(spec, priority);
     this.done++;
     const j = out.json;
     const at = j.load !== null ? `${j.load}×` : j.speed !== null ? `speed ${j.speed}` : `${j.rps} rps`;
@@ -156,7 +162,7 @@ export class RaceRunner {
     const runs: RunOutput[] = [];
     const byRate = new Map<number, RunOutput>();
     const r = await bisectCapacity(async (x) => {
-      const out = await this.runOne(this.spec(c, seed, { axis: p.axis, x: round4(x) }));
+      const out = await this.runOne(this.spec(c, seed, { axis: p.axis, x: round4(x) }), runs.length);
       runs.push(out);
       byRate.set(x, out);
       return out.json.slo_attainment >= SLO_ATTAINMENT_TARGET;
@@ -175,12 +181,12 @@ export class RaceRunner {
     const jobs: Array<Promise<OverloadRun>> = [];
     if (ch.lo !== null) {
       for (const times of OVERLOAD_TIMES) {
-        jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }))
+        jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }), OVERLOAD_PRIORITY)
           .then((out) => ({ seed: ch.seed, timesCapacity: times, rps: null, out, peakGoodputRps: ch.peakGoodputRps })));
       }
     }
     if (p.workload.kind === 'seed-mix') {
-      jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }))
+      jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }), OVERLOAD_PRIORITY)
         .then((out) => ({ seed: ch.seed, timesCapacity: null, rps: SEED_MIX_OVERLOAD_RPS, out, peakGoodputRps: ch.peakGoodputRps })));
     }
     return Promise.all(jobs);

@@ -12,6 +12,7 @@ type WorkerReply = { ok: true; out: RunOutput } | { ok: false; index: number; er
 
 interface Pending {
   spec: RunSpec;
+  priority: number;
   resolve: (o: RunOutput) => void;
   reject: (e: Error) => void;
 }
@@ -28,8 +29,11 @@ export class RunPool {
     this.threads = Math.max(1, threads);
   }
 
-  /** The run's output; rejects with the run's error (and every later submit with the first error). */
-  submit(spec: RunSpec): Promise<RunOutput> {
+  /**
+   * The run's output; rejects with the run's error (and every later submit with the first error). A free
+   * thread takes the highest `priority` queued, the earliest submitted among equals.
+   */
+  submit(spec: RunSpec, priority = 0): Promise<RunOutput> {
     if (this.failed) return Promise.reject(this.failed);
     if (this.threads === 1) {
       try {
@@ -39,7 +43,7 @@ export class RunPool {
       }
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ spec, resolve, reject });
+      this.queue.push({ spec, priority, resolve, reject });
       this.feed();
     });
   }
@@ -55,7 +59,9 @@ export class RunPool {
       let w = this.idle.pop();
       if (!w && this.workers.length < this.threads) w = this.spawn();
       if (!w) return;
-      const p = this.queue.shift()!;
+      let best = 0;
+      for (let i = 1; i < this.queue.length; i++) if (this.queue[i]!.priority > this.queue[best]!.priority) best = i;
+      const p = this.queue.splice(best, 1)[0]!;
       this.busy.set(w, p);
       w.postMessage(p.spec);
     }
