@@ -1,7 +1,7 @@
 // The simulator's flags (`npm run bench -- sim ...`), parsed into a SweepArgs. Bad input is a UsageError
 // whose message says which flag and why; the scenario prints it with the usage and exits 2.
 // Thread: main. Setup only.
-import type { FaultSpec } from './run-types.ts';
+import { ADMISSION_MODES, type AdmissionMode, type FaultSpec } from './run-types.ts';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -10,7 +10,16 @@ export class UsageError extends Error {
 export const USAGE = `usage: npm run bench -- sim [--fleet seed|demo|PATH] [--workload seed-mix|mooncake:PATH|azure:PATH]
   [--pool ID] [--policies LIST] [--load LIST | --rps LIST | --speed LIST] [--minutes N] [--gateways N]
   [--seed N] [--retry-shed] [--kill REPLICA@S]... [--restart REPLICA@S]... [--json PATH] [--plot PATH.svg]
-  [--threads N]`;
+  [--threads N] [--admission native,expediter] [--engine-error PCT] [--step-jitter PCT] [--kv-scale F]
+  [--race [--seeds N]]`;
+
+/** Engine perturbation a race runs with unless told otherwise (outside a race the engines are the profiles'). */
+export const RACE_ENGINE_ERROR_PCT = 20;
+export const RACE_STEP_JITTER_PCT = 10;
+export const RACE_SEEDS = 3;
+/** Simulated minutes per run in a race: traces are slower (long prompts) and need longer to show their knee. */
+export const RACE_MINUTES_TRACE = 8;
+export const RACE_MINUTES_SEED_MIX = 2;
 
 export interface SweepArgs {
   fleet: string;
@@ -20,6 +29,7 @@ export interface SweepArgs {
   load: number[] | null;
   rps: number[] | null;
   speed: number[] | null;
+  /** Simulated minutes per run (resolved: the flag, else 2, or the race's default for the workload). */
   minutes: number;
   gateways: number;
   seed: number;
@@ -30,6 +40,15 @@ export interface SweepArgs {
   plot: string | null;
   /** Worker threads for the sweep (default: 2, or 1 for a single run). */
   threads: number | null;
+  /** `--race`: the bisection of every policy's SLO capacity (race.ts) instead of a sweep. */
+  race: boolean;
+  /** Admission modes each policy runs under (default expediter; a race: both). */
+  admissions: AdmissionMode[];
+  engineErrorPct: number;
+  stepJitterPct: number;
+  kvScale: number;
+  /** Seeds --seed, --seed+1, … (a race; default 3). */
+  seeds: number;
 }
 
 function numberList(flag: string, v: string): number[] {
@@ -44,6 +63,19 @@ function positive(flag: string, v: string, integer: boolean): number {
   return x;
 }
 
+function percent(flag: string, v: string): number {
+  const x = Number(v);
+  if (!Number.isFinite(x) || x < 0 || x >= 100) throw new UsageError(`${flag} takes a percentage in [0, 100), got ${v}`);
+  return x;
+}
+
+function admissions(flag: string, v: string): AdmissionMode[] {
+  const out = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (out.length === 0) throw new UsageError(`${flag} is empty`);
+  for (const m of out) if (!(ADMISSION_MODES as readonly string[]).includes(m)) throw new UsageError(`${flag}: unknown ${m}; give ${ADMISSION_MODES.join(', ')}`);
+  return [...new Set(out)] as AdmissionMode[];
+}
+
 function fault(flag: string, v: string): FaultSpec {
   const m = /^([^@\s]+)@(\d+(?:\.\d+)?)$/.exec(v);
   if (!m) throw new UsageError(`${flag} takes REPLICA@SECONDS (e.g. 8b-3@30), got ${v}`);
@@ -54,11 +86,21 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   const a: SweepArgs = {
     fleet: 'seed', workload: 'seed-mix', pool: null, policies: null, load: null, rps: null, speed: null,
     minutes: 2, gateways: 1, seed: 1, retryShed: false, kills: [], restarts: [], json: null, plot: null, threads: null,
+    race: false, admissions: ['expediter'], engineErrorPct: 0, stepJitterPct: 0, kvScale: 1, seeds: 1,
   };
+  let minutes: number | null = null;
+  let admissionList: AdmissionMode[] | null = null;
+  let engineError: number | null = null;
+  let stepJitter: number | null = null;
+  let seeds: number | null = null;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
     if (flag === '--retry-shed') {
       a.retryShed = true;
+      continue;
+    }
+    if (flag === '--race') {
+      a.race = true;
       continue;
     }
     const eq = flag.indexOf('=');
@@ -77,7 +119,7 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
       case '--load': a.load = numberList(name, value()); break;
       case '--rps': a.rps = numberList(name, value()); break;
       case '--speed': a.speed = numberList(name, value()); break;
-      case '--minutes': a.minutes = positive(name, value(), false); break;
+      case '--minutes': minutes = positive(name, value(), false); break;
       case '--gateways': a.gateways = positive(name, value(), true); break;
       case '--seed': a.seed = positive(name, value(), true); break;
       case '--kill': a.kills.push(fault(name, value())); break;
@@ -85,6 +127,11 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
       case '--json': a.json = value(); break;
       case '--plot': a.plot = value(); break;
       case '--threads': a.threads = positive(name, value(), true); break;
+      case '--admission': admissionList = admissions(name, value()); break;
+      case '--engine-error': engineError = percent(name, value()); break;
+      case '--step-jitter': stepJitter = percent(name, value()); break;
+      case '--kv-scale': a.kvScale = positive(name, value(), false); break;
+      case '--seeds': seeds = positive(name, value(), true); break;
       default: throw new UsageError(`unknown flag ${flag}`);
     }
   }
@@ -94,5 +141,17 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   if (a.rps && a.workload !== 'seed-mix') throw new UsageError('--rps applies to seed-mix; a trace keeps its own arrival times (use --speed or --load)');
   if (a.policies?.length === 0) throw new UsageError('--policies is empty');
   if (a.plot !== null && !a.plot.endsWith('.svg')) throw new UsageError('--plot takes a PATH.svg');
+  if (a.race) {
+    if (sweeps > 0) throw new UsageError('--race finds each policy\'s SLO capacity itself: drop --load, --rps and --speed');
+    if (a.kills.length > 0 || a.restarts.length > 0) throw new UsageError('--race runs without faults: drop --kill and --restart');
+    if (a.plot !== null) throw new UsageError('--plot applies to sweeps, not to --race');
+  } else if (seeds !== null) {
+    throw new UsageError('--seeds applies to --race (a sweep runs --seed)');
+  }
+  a.minutes = minutes ?? (a.race ? (a.workload === 'seed-mix' ? RACE_MINUTES_SEED_MIX : RACE_MINUTES_TRACE) : 2);
+  a.admissions = admissionList ?? (a.race ? [...ADMISSION_MODES] : ['expediter']);
+  a.engineErrorPct = engineError ?? (a.race ? RACE_ENGINE_ERROR_PCT : 0);
+  a.stepJitterPct = stepJitter ?? (a.race ? RACE_STEP_JITTER_PCT : 0);
+  a.seeds = seeds ?? (a.race ? RACE_SEEDS : 1);
   return a;
 }

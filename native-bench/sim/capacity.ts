@@ -70,7 +70,7 @@ export function poolCapacity(pool: SimPool, sample: Workload, headroomRatio: num
     r = bySeqs;
     boundBy = 'max_num_seqs';
   }
-  const kvTokens = (1 - headroomRatio) * p.numGpuBlocks * pool.blockSize;
+  const kvTokens = (1 - headroomRatio) * pool.numGpuBlocks * pool.blockSize;
   const byKv = (kvTokens / ctx) * 1000 / (o * T);
   if (byKv < r) {
     r = byKv;

@@ -32,6 +32,7 @@ export class LiveRequest implements EngineRequestEvents {
   /** Slots tried by earlier attempts (the route's `excluded`). */
   readonly excluded: number[] = [];
   private readonly sink: RequestSink;
+  private readonly blockSize: number;
   decision: Decision | null = null;
   entry: LedgerEntry | null = null;
   slot = -1;
@@ -53,6 +54,7 @@ export class LiveRequest implements EngineRequestEvents {
 
   constructor(sink: RequestSink, req: SimRequest, gw: SimGateway, poolId: string, blockSize: number, measured: boolean) {
     this.sink = sink;
+    this.blockSize = blockSize;
     this.req = req;
     this.gw = gw;
     this.measured = measured;
@@ -62,6 +64,15 @@ export class LiveRequest implements EngineRequestEvents {
     };
     // The workloads carry no SLA tier: every tenant is standard (the schema's default tier).
     this.admission = { route: this.route, n: 1, tier: 'standard', blockSize, promptParam: 'messages' };
+  }
+
+  /** Hashes of the full blocks the generated tokens completed after the prompt's (null when unknown). */
+  private producedReplyHashes(): Float64Array | null {
+    const all = this.req.replyHashes;
+    if (all === null) return null;
+    const bs = this.blockSize;
+    const n = Math.floor((this.req.promptTokens + this.tokens) / bs) - Math.floor(this.req.promptTokens / bs);
+    return n >= all.length ? all : all.subarray(0, n);
   }
 
   /** Admission's callback (bound once per request). */
@@ -104,8 +115,9 @@ export class LiveRequest implements EngineRequestEvents {
       return;
     }
     // The engine cached the reply's blocks under the conversation's chain (the spec's outputBlockHashes),
-    // as vLLM caches a finished sequence: the router learns them as the pipeline reports them.
-    gw.router.finished(this.route, this.decision!, this.cachedTokens, this.req.replyHashes);
+    // as vLLM caches a finished sequence; the gateway hashes the reply it relayed, every finished turn,
+    // and reports the full blocks its tokens filled.
+    gw.router.finished(this.route, this.decision!, this.cachedTokens, this.producedReplyHashes());
     // Settled before admission pumps its queue, so the pump's dispatches see this request gone.
     sink.settle(this, true);
     gw.admission.released(this.route.poolId, this.reserved);

@@ -47,6 +47,10 @@ export interface RunFigures {
   hitMeasured: number;
   hitPredicted: number;
   inflightMaxOverMean: number;
+  /** Requests whose decision predicted a TTFT, and |predicted − measured| / measured (%) at p50 and p90. */
+  ttftPredictions: number;
+  ttftPredictionErrP50: number;
+  ttftPredictionErrP90: number;
 }
 
 export class RunMetrics {
@@ -59,6 +63,7 @@ export class RunMetrics {
   private readonly ttft: number[] = [];
   private readonly tpot: number[] = [];
   private readonly shedAnswer: number[] = [];
+  private readonly ttftPredErr: number[] = [];
   private promptTokens = 0;
   private cachedTokens = 0;
   private predictedTokens = 0;
@@ -83,6 +88,11 @@ export class RunMetrics {
     this.cachedTokens += cachedTokens;
     this.predictedTokens += predictedTokens;
     if (!broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS) this.met++;
+  }
+
+  /** The router predicted `predictedMs` to the first token at dispatch; it took `measuredMs` from dispatch. */
+  recordTtftPrediction(predictedMs: number, measuredMs: number): void {
+    if (measuredMs > 0) this.ttftPredErr.push((Math.abs(predictedMs - measuredMs) / measuredMs) * 100);
   }
 
   recordShed(answerMs: number): void {
@@ -118,6 +128,9 @@ export class RunMetrics {
       hitMeasured: this.promptTokens > 0 ? this.cachedTokens / this.promptTokens : Number.NaN,
       hitPredicted: this.promptTokens > 0 ? this.predictedTokens / this.promptTokens : Number.NaN,
       inflightMaxOverMean: this.ratioSamples > 0 ? this.ratioSum / this.ratioSamples : Number.NaN,
+      ttftPredictions: this.ttftPredErr.length,
+      ttftPredictionErrP50: percentile(sorted(this.ttftPredErr), 0.5),
+      ttftPredictionErrP90: percentile(sorted(this.ttftPredErr), 0.9),
     };
   }
 }

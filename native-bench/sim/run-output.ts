@@ -34,6 +34,11 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
     preemptions: f.preemptions,
     prefix_hit_rate: { measured: round(f.hitMeasured, 4), predicted: round(f.hitPredicted, 4) },
     inflight_tokens_max_over_mean: round(f.inflightMaxOverMean, 3),
+    seed: spec.seed,
+    admission: spec.admission,
+    ...(f.ttftPredictions > 0
+      ? { ttft_prediction: { median_abs_error_pct: round(f.ttftPredictionErrP50, 1), p90_abs_error_pct: round(f.ttftPredictionErrP90, 1) } }
+      : {}),
   };
 }
 

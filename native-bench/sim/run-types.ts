@@ -7,6 +7,10 @@ export interface FaultSpec {
   atS: number;
 }
 
+/** `native`: what the policy's own system does by default; `expediter`: the gateway's AdmissionController. */
+export type AdmissionMode = 'native' | 'expediter';
+export const ADMISSION_MODES: readonly AdmissionMode[] = ['native', 'expediter'];
+
 export interface RunSpec {
   /** Position in the sweep: results are reported in this order whatever thread finished first. */
   index: number;
@@ -27,6 +31,13 @@ export interface RunSpec {
   retryShed: boolean;
   kills: FaultSpec[];
   restarts: FaultSpec[];
+  admission: AdmissionMode;
+  /** Each replica's step-time parameters drawn within ±this % of its profile (fixed per replica and seed). */
+  engineErrorPct: number;
+  /** Each engine step's duration scaled by a draw within ±this %. */
+  stepJitterPct: number;
+  /** Every replica's GPU KV blocks × this. */
+  kvScale: number;
 }
 
 /** The contract's run object. */
@@ -50,6 +61,10 @@ export interface RunJson {
   preemptions: number;
   prefix_hit_rate: { measured: number | null; predicted: number | null };
   inflight_tokens_max_over_mean: number | null;
+  seed: number;
+  admission: AdmissionMode;
+  /** Policies that predict TTFT: |predicted − measured| / measured in %, both from dispatch to first token. */
+  ttft_prediction?: { median_abs_error_pct: number | null; p90_abs_error_pct: number | null };
 }
 
 export interface RunOutput {

@@ -49,6 +49,8 @@ interface Tenant {
   index: number;
   key: number;
   systemTokens: number;
+  /** Hashes of the system prompt's full blocks: the same chain opens every request of the tenant, so it is hashed once. */
+  systemHashes: Float64Array;
   maxTokens: number;
   adapter: string | null;
 }
@@ -121,6 +123,7 @@ export class SeedMixWorkload implements Workload {
         index: t,
         key: (setup.u32() | 1) >>> 0,
         systemTokens: sys,
+        systemHashes: EMPTY,
         maxTokens: m.maxTokensChoices[setup.int(m.maxTokensChoices.length)]!,
         adapter,
       });
@@ -132,7 +135,13 @@ export class SeedMixWorkload implements Workload {
     let weighted = 0;
     for (let t = 0; t < count; t++) weighted += this.tenants[t]!.systemTokens * (this.tenantCum[t]! - (t > 0 ? this.tenantCum[t - 1]! : 0));
     const scale = (m.systemMedian * Math.exp((m.systemSigma * m.systemSigma) / 2)) / weighted;
-    for (const t of this.tenants) t.systemTokens = Math.round(Math.min(m.systemMax, Math.max(64, t.systemTokens * scale)));
+    const bs = opts.pool.blockSize;
+    for (const t of this.tenants) {
+      t.systemTokens = Math.round(Math.min(m.systemMax, Math.max(64, t.systemTokens * scale)));
+      t.systemHashes = new Float64Array(Math.floor(t.systemTokens / bs));
+      let parent = 0;
+      for (let i = 0; i < t.systemHashes.length; i++) t.systemHashes[i] = parent = chain53(parent, t.key, i);
+    }
     // Sessions start PREHISTORY_MS before time 0 and their requests before 0 are dropped, so the stream
     // opens in steady state (chats already under way) rather than with first turns only.
     this.burstStartMs = -PREHISTORY_MS + this.arrivals.exp(m.burstGapMs);
@@ -206,18 +215,20 @@ export class SeedMixWorkload implements Workload {
     const blocks = Math.floor(prompt / bs);
     const end = Math.floor((prompt + output) / bs);
     const hashes = live ? new Float64Array(blocks) : EMPTY;
-    const replyHashes = live && turn.turnsLeft > 1 ? new Float64Array(Math.max(0, end - blocks)) : null;
+    // Every turn's reply is hashed, whether or not a next turn follows: the gateway hashes each finished reply.
+    const replyHashes = live ? new Float64Array(Math.max(0, end - blocks)) : null;
     if (live) {
       // Blocks this conversation already hashed (its previous prompt and reply) are copied, not recomputed.
-      const known = turn.chain ? Math.min(turn.chain.length, blocks) : 0;
-      if (known > 0) hashes.set(turn.chain!.subarray(0, known));
+      // A first turn starts from the tenant's system prompt, hashed once per tenant.
+      const prefix = turn.chain ?? tenant.systemHashes;
+      const known = Math.min(prefix.length, blocks);
+      if (known > 0) hashes.set(prefix.subarray(0, known));
       let parent = known > 0 ? hashes[known - 1]! : 0;
       for (let i = known; i < end; i++) {
         const owner = (i + 1) * bs <= tenant.systemTokens ? tenant.key : turn.convoKey;
         parent = chain53(parent, owner, i);
         if (i < blocks) hashes[i] = parent;
-        else if (replyHashes) replyHashes[i - blocks] = parent;
-        else break;
+        else replyHashes![i - blocks] = parent;
       }
     }
     if (turn.turnsLeft > 1) {

@@ -23,12 +23,13 @@ import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import type { SimPool } from './fleet.ts';
 import { nativeAdmission } from './native-admission/index.ts';
-import type { SimAdmission } from './native-admission/types.ts';
+import type { NativeAdmission, SimAdmission } from './native-admission/types.ts';
 import { buildPolicy } from './policies.ts';
+import type { AdmissionMode } from './run-types.ts';
 
 export interface SimGatewayOptions {
   /** `native`: the routed system's own admission (native-admission/); `expediter`: the gateway's AdmissionController. */
-  admission: 'native' | 'expediter';
+  admission: AdmissionMode;
 }
 
 /** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
@@ -49,6 +50,8 @@ export class SimGateway implements FleetView {
   readonly ledger: InflightLedger;
   readonly router: Router;
   readonly admission: SimAdmission;
+  /** The native admission in use, or null under Expediter's (for the run's notes). */
+  readonly native: NativeAdmission | null;
   readonly options: SimGatewayOptions;
   readonly kv: KvEstimator;
   readonly pool: SimPool;
@@ -89,6 +92,7 @@ export class SimGateway implements FleetView {
     this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     const native = options.admission === 'native' ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile }) : null;
+    this.native = native;
     this.admission = native ?? new AdmissionController({
       fleet: this, kv: this.kv, router: this.router, clock,
       cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
@@ -146,7 +150,7 @@ export class SimGateway implements FleetView {
       if (!engine) {
         events = tracker.onFailure(FAILURE_KIND.UNREACHABLE, 'connection refused', nowMs, this.downAfter);
       } else {
-        const s = engine.stats();
+        const s = engine.counters();
         m.running = s.running;
         m.waiting = s.waiting;
         m.kvUsage = s.kv_cache_usage_perc;

@@ -9,13 +9,13 @@ import type { EngineOptions } from '../../test/mock-replica/engine/types.ts';
 import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
 import type { Decision } from '../../src/router/types.ts';
-import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
+import { loadFleet, withKvScale, type SimFleet, type SimPool } from './fleet.ts';
 import { KvEventFeed } from './kv-event-feed.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
 import { RunMetrics, type RunFigures } from './metrics.ts';
 import { withPolicy } from './policies.ts';
 import { Prng } from './prng.ts';
-import type { FaultSpec, RunSpec } from './run-types.ts';
+import type { AdmissionMode, FaultSpec, RunSpec } from './run-types.ts';
 import { SimGateway } from './sim-gateway.ts';
 import { makeWorkload, parseWorkload, runDurationMs } from './workloads.ts';
 import type { SimRequest, Workload } from './workload-types.ts';
@@ -47,10 +47,19 @@ export interface SimOptions {
   retryShed?: boolean;
   kills?: readonly FaultSpec[];
   restarts?: readonly FaultSpec[];
-  /** `native`: each gateway admits as the routed system does upstream (native-admission/); default expediter. */
-  admission?: 'native' | 'expediter';
   /** Arrivals before this are not measured (default WARMUP_SHARE of the run; 0 measures every request). */
   warmupMs?: number;
+  /** `native`: each gateway admits as the routed system does upstream (native-admission/); default expediter. */
+  admission?: AdmissionMode;
+  /** Engines off their profile (RunSpec.engineErrorPct, stepJitterPct); default 0: the profile exactly. */
+  engineErrorPct?: number;
+  stepJitterPct?: number;
+}
+
+/** One replica's engine options: its own step-time draw, fixed by the run's seed and the replica's slot. */
+function slotEngineOptions(base: EngineOptions, seed: number, slot: number, errorPct: number, jitterPct: number): EngineOptions {
+  if (errorPct === 0 && jitterPct === 0) return base;
+  return { ...base, stepTimeNoise: { errorPct, jitterPct, seed: (Math.imul(seed, 0x01000193) ^ Math.imul(slot + 1, 0x9e3779b1)) >>> 0 } };
 }
 
 export class FleetSim implements RequestSink {
@@ -63,7 +72,7 @@ export class FleetSim implements RequestSink {
   /** The engines' KV events, to every gateway whose policy reads them. */
   readonly kvFeed = new KvEventFeed();
   private readonly pool: SimPool;
-  private readonly engineOptions: EngineOptions;
+  private readonly engineOptions: EngineOptions[];
   private readonly workload: Workload;
   private readonly durationMs: number;
   private readonly warmupMs: number;
@@ -71,6 +80,7 @@ export class FleetSim implements RequestSink {
   private readonly maxAttempts: number;
   private readonly retryShed: boolean;
   private readonly headroom: number;
+  private readonly admissionMode: AdmissionMode;
   private readonly pick: Prng;
   private readonly live = new Set<LiveRequest>();
   private readonly row = new ReplicaRow();
@@ -97,12 +107,16 @@ export class FleetSim implements RequestSink {
     this.retryShed = o.retryShed === true;
     this.headroom = cfg.admission.headroom_ratio;
     this.pick = new Prng(o.seed, 11);
+    this.admissionMode = o.admission ?? 'expediter';
     const n = o.pool.replicas.length;
-    this.engineOptions = { profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters] };
-    this.engines = Array.from({ length: n }, () => new MockEngine(this.engineOptions, this.clock));
+    const base: EngineOptions = {
+      profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters], numGpuBlocks: o.pool.numGpuBlocks,
+    };
+    this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0));
+    this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
-    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: o.admission ?? 'expediter' }));
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: this.admissionMode }));
     for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
     for (let slot = 0; slot < n; slot++) this.kvFeed.attach(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
@@ -146,7 +160,7 @@ export class FleetSim implements RequestSink {
       figures: this.metrics.figures(this.durationMs - this.warmupMs),
       simulatedRequests: this.simulated,
       restartsSeen,
-      admission: `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
+      admission: `${this.admissionMode}: ${this.gateways[0]!.native?.description ?? `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)`}${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
     };
   }
 
@@ -158,7 +172,7 @@ export class FleetSim implements RequestSink {
 
   private preemptionsNow(): number {
     let n = this.retiredPreemptions;
-    for (const e of this.engines) if (e) n += e.stats().num_preemptions_total;
+    for (const e of this.engines) if (e) n += e.counters().num_preemptions_total;
     return n;
   }
 
@@ -166,7 +180,7 @@ export class FleetSim implements RequestSink {
   kill(slot: number): void {
     const engine = this.engines[slot];
     if (!engine) return;
-    this.retiredPreemptions += engine.stats().num_preemptions_total;
+    this.retiredPreemptions += engine.counters().num_preemptions_total;
     this.engines[slot] = null;
     this.kvFeed.detach(slot, engine);
     engine.close();
@@ -176,7 +190,7 @@ export class FleetSim implements RequestSink {
   restart(slot: number): void {
     this.kill(slot);
     this.startSeconds[slot] = EPOCH_SECONDS + this.clock.now() / 1000;
-    const engine = new MockEngine(this.engineOptions, this.clock);
+    const engine = new MockEngine(this.engineOptions[slot]!, this.clock);
     this.engines[slot] = engine;
     this.kvFeed.attach(slot, engine);
   }
@@ -301,6 +315,10 @@ export class FleetSim implements RequestSink {
     if ((Number.isNaN(ttft) && !finished && !lr.shedLast && !this.ending) || lr.broken) m.failed++;
     const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
     const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
+    // The prediction is made at dispatch, so it is held against dispatch → first token of that attempt.
+    if (lr.decision && !Number.isNaN(lr.decision.predictedTtftMs) && !Number.isNaN(ttft)) {
+      m.recordTtftPrediction(lr.decision.predictedTtftMs, lr.firstTokenMs - lr.dispatchMs);
+    }
     m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
   }
 
@@ -328,16 +346,17 @@ export class FleetSim implements RequestSink {
 /** Builds and runs one sweep point. */
 export function simulateRun(spec: RunSpec): RunState {
   const fleet = loadFleet(spec.fleet);
-  const pool = fleet.pools.find((p) => p.id === spec.pool);
-  if (!pool) throw new RangeError(`no pool ${spec.pool} in fleet ${spec.fleet}`);
+  const poolIndex = fleet.pools.findIndex((p) => p.id === spec.pool);
+  if (poolIndex < 0) throw new RangeError(`no pool ${spec.pool} in fleet ${spec.fleet}`);
+  const pool = withKvScale(fleet.pools[poolIndex]!, spec.kvScale);
   const wk = parseWorkload(spec.workload);
   const durationMs = runDurationMs(wk, spec.minutes, spec.traceSpeed);
   // The workload's seed depends on the pool, not the policy: every policy at a load point sees the same requests.
-  const poolIndex = fleet.pools.indexOf(pool);
   const workload = makeWorkload(wk, pool, { rps: spec.offeredRps ?? 0, speed: spec.traceSpeed, durationMs, seed: spec.seed * 1000 + poolIndex });
   const sim = new FleetSim({
     pool, fleet, policy: spec.policy, workload, durationMs, gateways: spec.gateways, seed: spec.seed,
     retryShed: spec.retryShed, kills: spec.kills, restarts: spec.restarts,
+    admission: spec.admission, engineErrorPct: spec.engineErrorPct, stepJitterPct: spec.stepJitterPct,
   });
   return sim.run();
 }

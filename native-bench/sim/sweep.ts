@@ -2,12 +2,11 @@
 // mix, and the runs spread over worker threads (each run is independent and single-threaded, so two
 // threads on two cores halve a sweep's wall time). Results come back in plan order whatever finished first.
 // Thread: main. Setup and orchestration only.
-import { spawnWorker } from '../../src/util/spawn-worker.ts';
 import { UsageError, type SweepArgs } from './args.ts';
 import { poolCapacity, type PoolCapacity } from './capacity.ts';
-import { loadFleet, type SimFleet, type SimPool } from './fleet.ts';
-import { policyNames } from './policies.ts';
-import { executeRun } from './run-output.ts';
+import { loadFleet, withKvScale, type SimFleet, type SimPool } from './fleet.ts';
+import { policyNames, simPolicyNames } from './policies.ts';
+import { RunPool } from './run-pool.ts';
 import type { RunOutput, RunSpec } from './run-types.ts';
 import { makeWorkload, parseWorkload, traceRps, type WorkloadKind } from './workloads.ts';
 
@@ -28,7 +27,11 @@ function defaultTracePool(fleet: SimFleet): SimPool {
     fleet.pools.find((p) => p.profile === 'llama-8b-a100' && p.adapters.length === 0) ?? fleet.pools[0]!;
 }
 
-export function planSweep(a: SweepArgs): SweepPlan {
+/**
+ * The fleet, workload, pools and each pool's capacity the flags ask for. A race, like a trace, runs one pool
+ * (--pool, else the 8B pool); a seed-mix sweep runs every pool unless --pool.
+ */
+export function planPools(a: SweepArgs): Omit<SweepPlan, 'specs'> {
   const fleet = loadFleet(a.fleet);
   const wk = parseWorkload(a.workload);
   let pools: SimPool[];
@@ -37,23 +40,33 @@ export function planSweep(a: SweepArgs): SweepPlan {
     if (!p) throw new UsageError(`--pool ${a.pool}: the fleet has ${fleet.pools.map((x) => x.id).join(', ')}`);
     pools = [p];
   } else {
-    pools = wk.kind === 'seed-mix' ? [...fleet.pools] : [defaultTracePool(fleet)];
+    pools = wk.kind === 'seed-mix' && !a.race ? [...fleet.pools] : [defaultTracePool(fleet)];
   }
-  const known = policyNames();
-  const policies = a.policies ?? known;
-  for (const p of policies) if (!known.includes(p)) throw new UsageError(`--policies: unknown ${p}; the config schema offers ${known.join(', ')}`);
-  for (const f of [...a.kills, ...a.restarts]) {
-    if (!fleet.pools.some((p) => p.replicas.some((r) => r.id === f.replica))) throw new UsageError(`no replica ${f.replica} in the fleet`);
-  }
-
+  pools = pools.map((p) => withKvScale(p, a.kvScale));
   const headroom = fleet.config.admission.headroom_ratio;
   const capacities = pools.map((pool) => {
     // Seeded by the pool's place in the fleet, so --pool gives the same capacity as a whole-fleet sweep.
     const sample = wk.kind === 'seed-mix'
-      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.indexOf(pool) })
+      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.findIndex((x) => x.id === pool.id) })
       : makeWorkload(wk, pool, { rps: 0, speed: 1, durationMs: Infinity, seed: a.seed });
     return poolCapacity(pool, sample, headroom);
   });
+  return { fleet, workload: wk, pools, capacities };
+}
+
+/** Throws a UsageError naming the first policy the simulator does not have. */
+export function checkPolicies(policies: readonly string[]): void {
+  const known = simPolicyNames();
+  for (const p of policies) if (!known.includes(p)) throw new UsageError(`--policies: unknown ${p}; the simulator offers ${known.join(', ')}`);
+}
+
+export function planSweep(a: SweepArgs): SweepPlan {
+  const policies = a.policies ?? policyNames();
+  checkPolicies(policies);
+  const { fleet, workload: wk, pools, capacities } = planPools(a);
+  for (const f of [...a.kills, ...a.restarts]) {
+    if (!fleet.pools.some((p) => p.replicas.some((r) => r.id === f.replica))) throw new UsageError(`no replica ${f.replica} in the fleet`);
+  }
 
   const specs: RunSpec[] = [];
   pools.forEach((pool, pi) => {
@@ -71,54 +84,30 @@ export function planSweep(a: SweepArgs): SweepPlan {
     }
     const inPool = (f: { replica: string }): boolean => pool.replicas.some((r) => r.id === f.replica);
     for (const policy of policies) {
-      for (const pt of points) {
-        specs.push({
-          index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
-          minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
-          kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
-        });
+      for (const admission of a.admissions) {
+        for (const pt of points) {
+          specs.push({
+            index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
+            minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
+            kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
+            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale,
+          });
+        }
       }
     }
   });
   return { fleet, workload: wk, pools, capacities, specs };
 }
 
-type WorkerReply = { ok: true; out: RunOutput } | { ok: false; index: number; error: string };
-
 /** Runs every spec, `threads` at a time (inline when 1). Rejects with the first run's error. */
 export async function runSpecs(specs: readonly RunSpec[], threads: number): Promise<RunOutput[]> {
-  const results: RunOutput[] = new Array(specs.length);
-  if (threads <= 1 || specs.length <= 1) {
-    for (const s of specs) results[s.index] = executeRun(s);
-    return results;
-  }
-  let next = 0;
-  const workers = Array.from({ length: Math.min(threads, specs.length) }, () => spawnWorker(new URL('./sweep-worker.ts', import.meta.url)));
+  const pool = new RunPool(Math.min(threads, specs.length));
   try {
-    await Promise.all(workers.map((w) => new Promise<void>((resolve, reject) => {
-      const feed = (): void => {
-        if (next >= specs.length) {
-          resolve();
-          return;
-        }
-        w.postMessage(specs[next++]);
-      };
-      w.on('message', (m: WorkerReply) => {
-        if (!m.ok) {
-          reject(new Error(`run ${m.index} failed: ${m.error}`));
-          return;
-        }
-        results[m.out.index] = m.out;
-        feed();
-      });
-      w.on('error', reject);
-      w.on('exit', (code) => {
-        if (next < specs.length || code !== 0) reject(new Error(`sweep worker exited with code ${code}`));
-      });
-      feed();
-    })));
+    const outs = await Promise.all(specs.map((s) => pool.submit(s)));
+    const results: RunOutput[] = new Array(specs.length);
+    for (const o of outs) results[o.index] = o;
+    return results;
   } finally {
-    await Promise.all(workers.map((w) => w.terminate()));
+    await pool.close();
   }
-  return results;
 }

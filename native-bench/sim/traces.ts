@@ -96,6 +96,24 @@ function distinctHashes(index: number, promptTokens: number, blockSize: number):
   return out;
 }
 
+/**
+ * Hashes of the full blocks the reply adds after the prompt, continuing its chain under a key of this request
+ * alone (a trace does not say what later prompts carry). Null when the prompt's hashes stop short of its last
+ * full block (a Mooncake record whose ids cover less than its length): the engine then salts its own.
+ */
+function replyChain(prompt: Float64Array, promptTokens: number, outputTokens: number, blockSize: number, index: number): Float64Array | null {
+  const blocks = Math.floor(promptTokens / blockSize);
+  if (prompt.length !== blocks) return null;
+  const out = new Float64Array(Math.floor((promptTokens + outputTokens) / blockSize) - blocks);
+  let parent = blocks > 0 ? prompt[blocks - 1]! : 0;
+  const key = 0x7e910000 + index * 7919;
+  for (let i = 0; i < out.length; i++) {
+    parent = chain53(parent, key, blocks + i);
+    out[i] = parent;
+  }
+  return out;
+}
+
 /** Span of a trace in ms (last arrival). */
 export function traceSpanMs(records: readonly TraceRecord[]): number {
   return records.length === 0 ? 0 : records[records.length - 1]!.atMs;
@@ -140,6 +158,7 @@ export class TraceWorkload implements Workload {
     output = Math.max(1, output);
     const bs = this.pool.blockSize;
     const blockHashes = r.hashIds ? expandHashIds(r.hashIds, prompt, bs) : distinctHashes(seq, prompt, bs);
-    return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens: output, blockHashes, replyHashes: null };
+    const replyHashes = replyChain(blockHashes, prompt, output, bs, seq);
+    return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens: output, blockHashes, replyHashes };
   }
 }

@@ -16,7 +16,8 @@ export interface SimRequest {
   blockHashes: Float64Array;
   /**
    * Hashes of the full blocks a reply of `outputTokens` adds after the prompt, continuing the chain as the
-   * conversation's next turn will hash them; null when no later prompt carries the reply.
+   * conversation's next turn would hash them (every turn, whether or not one follows); the engine caches the
+   * reply under them and the gateway reports those it produced. Null when not known (a Mooncake record whose ids stop short of its prompt).
    */
   replyHashes: Float64Array | null;
   /**

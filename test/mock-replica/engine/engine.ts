@@ -9,8 +9,9 @@
 import { BlockPool, type BlockPoolListener } from './block-pool.ts';
 import { auditEngine } from './engine-audit.ts';
 import { EngineRequest } from './engine-request.ts';
-import { PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
-import type { EngineStats } from './stats.ts';
+import { perturbedProfile, PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
+import { SeededRandom } from '../../../src/router/seeded-random.ts';
+import type { EngineCounters, EngineStats } from './stats.ts';
 import { StatsRecorder } from './stats-recorder.ts';
 import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
 
@@ -21,6 +22,11 @@ const RECENT_REQUESTS = 1000;
 export class MockEngine {
   readonly config: EngineConfig;
   readonly profile: EngineProfile;
+  /** The figures steps are timed with: the profile's, or this engine's own draw around them (stepTimeNoise). */
+  private readonly stepProfile: EngineProfile;
+  /** Per-step noise: ±jitter (a fraction) from `jitterRng`; 0 = none. */
+  private readonly jitter: number;
+  private readonly jitterRng: SeededRandom | null;
   private readonly clock: Clock;
   private readonly pool: BlockPool;
   private readonly rec: StatsRecorder;
@@ -50,6 +56,11 @@ export class MockEngine {
   constructor(opts: EngineOptions, clock: Clock) {
     this.config = resolveConfig(opts);
     this.profile = PROFILES[this.config.profile];
+    const noise = opts.stepTimeNoise;
+    // Two streams from one seed: the engine's parameters, then its per-step noise.
+    this.stepProfile = noise && noise.errorPct > 0 ? perturbedProfile(this.profile, noise.errorPct, new SeededRandom(Math.imul(noise.seed, 0x9e3779b1) ^ 0x51ed27)) : this.profile;
+    this.jitter = noise ? noise.jitterPct / 100 : 0;
+    this.jitterRng = this.jitter > 0 ? new SeededRandom(Math.imul(noise!.seed, 0x85ebca6b) ^ 0x2545f491) : null;
     this.clock = clock;
     this.pool = new BlockPool(this.config.numGpuBlocks);
     this.rec = new StatsRecorder(this.config.maxModelLen);
@@ -146,13 +157,20 @@ export class MockEngine {
   }
 
   stats(): EngineStats {
+    return this.rec.stats(this.running.length, this.waiting.length, this.pool.usage(), this.loraInfo());
+  }
+
+  /** stats() without the histograms: a fleet simulator's scrape runs per replica every scrape interval. */
+  counters(): EngineCounters {
+    return this.rec.counters(this.running.length, this.waiting.length, this.pool.usage(), this.loraInfo());
+  }
+
+  private loraInfo(): EngineStats['lora'] {
     const runningLoras = new Set<string>();
     for (const r of this.running) if (r.adapter !== null) runningLoras.add(r.adapter);
     const waitingLoras = new Set<string>();
     for (const r of this.waiting) if (r.adapter !== null) waitingLoras.add(r.adapter);
-    return this.rec.stats(this.running.length, this.waiting.length, this.pool.usage(), {
-      max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras],
-    });
+    return { max_lora: this.config.maxLoras, running_lora_adapters: [...runningLoras], waiting_lora_adapters: [...waitingLoras] };
   }
 
   /**
@@ -197,7 +215,8 @@ export class MockEngine {
     // next step would; a second empty pass means nothing can run until an add or abort changes that.
     if (this.schedule() && this.schedReqs.length === 0) this.schedule();
     if (this.schedReqs.length === 0) return;
-    const durationMs = stepDurationMs(this.profile, this.shape) * this.config.timeScale;
+    let durationMs = stepDurationMs(this.stepProfile, this.shape) * this.config.timeScale;
+    if (this.jitterRng !== null) durationMs *= 1 + this.jitter * (2 * this.jitterRng.next() - 1);
     this.stepEndMs = startMs + durationMs;
     this.stepTimer = this.clock.setTimer(this.stepEndMs - this.clock.now(), this.onStepEnd);
   }

@@ -13,6 +13,7 @@
 //                                            prompt, in "equivalent tokens") matters only for long prompts
 // + adapterLoadMs * adaptersLoaded           a LoRA adapter moved into a GPU slot this step
 import type { EngineConfig, EngineOptions, ProfileName } from './types.ts';
+import type { SeededRandom } from '../../../src/router/seeded-random.ts';
 
 export interface EngineProfile {
   readonly name: ProfileName;
@@ -114,6 +115,26 @@ export function stepDurationMs(p: EngineProfile, b: BatchShape): number {
     + p.adapterLoadMs * b.adaptersLoaded;
 }
 
+/**
+ * The profile with every step-time parameter multiplied by its own draw from [1 − errorPct/100, 1 + errorPct/100]
+ * (uniform, from `rng`, in a fixed order so the same seed gives the same engine). Capacity figures (blocks,
+ * limits) are kept: only how long the GPU takes is off.
+ */
+export function perturbedProfile(p: EngineProfile, errorPct: number, rng: SeededRandom): EngineProfile {
+  const e = errorPct / 100;
+  const f = (): number => 1 + e * (2 * rng.next() - 1);
+  return Object.freeze({
+    ...p,
+    fixedMs: p.fixedMs * f(),
+    weightReadMs: p.weightReadMs * f(),
+    kvReadMsPer1kTokens: p.kvReadMsPer1kTokens * f(),
+    perSeqMs: p.perSeqMs * f(),
+    prefillTokensPerSecond: p.prefillTokensPerSecond * f(),
+    attentionCoef: p.attentionCoef * f(),
+    adapterLoadMs: p.adapterLoadMs * f(),
+  });
+}
+
 /** Decode step with `batch` sequences of `contextTokens` each (the TPOT a client sees in steady state). */
 export function decodeStepMs(p: EngineProfile, batch: number, contextTokens: number): number {
   return stepDurationMs(p, {
@@ -146,6 +167,10 @@ export function resolveConfig(opts: EngineOptions): EngineConfig {
   const blockSize = int('blockSize', opts.blockSize, profile.blockSize, 1);
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0 && timeScale <= 1)) throw new RangeError(`timeScale must be in (0, 1], got ${timeScale}`);
+  const noise = opts.stepTimeNoise;
+  if (noise && !(noise.errorPct >= 0 && noise.errorPct < 100 && noise.jitterPct >= 0 && noise.jitterPct < 100)) {
+    throw new RangeError(`stepTimeNoise percentages must be in [0, 100), got ${noise.errorPct} and ${noise.jitterPct}`);
+  }
   return Object.freeze({
     profile: profile.name,
     numGpuBlocks,

@@ -3,7 +3,7 @@
 // per-request latencies when the request finishes, iteration tokens per step.
 // Thread: main of the mock process. Hot path: tokenSampled runs per generated token (one histogram observe).
 import type { EngineRequest } from './engine-request.ts';
-import { EngineHistograms, type EngineStats } from './stats.ts';
+import { EngineHistograms, type EngineCounters, type EngineStats } from './stats.ts';
 
 export class StatsRecorder {
   readonly hist: EngineHistograms;
@@ -60,6 +60,11 @@ export class StatsRecorder {
   }
 
   stats(running: number, waiting: number, kvCacheUsage: number, lora: EngineStats['lora']): EngineStats {
+    return { ...this.counters(running, waiting, kvCacheUsage, lora), histograms: this.hist.snapshot() };
+  }
+
+  /** The gauges and counters without the histograms (whose snapshot copies every bucket): a scrape that reads no histogram. */
+  counters(running: number, waiting: number, kvCacheUsage: number, lora: EngineStats['lora']): EngineCounters {
     return {
       running,
       waiting,
@@ -71,7 +76,6 @@ export class StatsRecorder {
       prefix_cache_queries_total: this.prefixQueries,
       prefix_cache_hits_total: this.prefixHits,
       lora,
-      histograms: this.hist.snapshot(),
     };
   }
 }

@@ -51,6 +51,9 @@ export interface EngineStats {
   };
 }
 
+/** EngineStats without the histograms: what a scrape that reads only gauges and counters needs. */
+export type EngineCounters = Omit<EngineStats, 'histograms'>;
+
 export const TTFT_BUCKETS_SECONDS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560,
 ] as const;

@@ -24,6 +24,18 @@ export interface EngineOptions {
   loras?: string[];
   /** 1 = real time; 0.1 = every step takes a tenth of the profile's time. In (0, 1]. */
   timeScale?: number;
+  /**
+   * An engine that differs from its profile (the fleet simulator, so that no router predicts it exactly):
+   * each step-time parameter drawn once within ±errorPct % of the profile's, and each step's duration
+   * scaled by a fresh draw within ±jitterPct %; both from `seed`. Absent: the profile's figures, no noise.
+   */
+  stepTimeNoise?: StepTimeNoise;
+}
+
+export interface StepTimeNoise {
+  errorPct: number;
+  jitterPct: number;
+  seed: number;
 }
 
 export interface EngineRequestSpec {

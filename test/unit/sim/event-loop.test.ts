@@ -157,3 +157,20 @@ test('a stream cut by a dying replica after its first token is a failure, never 
   assert.equal(f.met, 0);
   assert.equal(sim.retries, 0);
 });
+
+test('native admission of round robin admits everything: a burst far past the KV budget is queued in the engine, not shed', () => {
+  // 40 prompts of 1,000 tokens + 100 output at once on one 256-block (4,096-token) replica: the gateway's
+  // admission holds back all but a few and sheds the rest at its queue deadline; with none, every one runs.
+  const burst = Array.from({ length: 40 }, (_, i) => req(i, 200 + i * 0.01, 1000, 100, 100 + i));
+  const fleet = tinyFleet(1, 'round-robin');
+  const go = (admission: 'native' | 'expediter') => new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'round-robin', workload: new ListWorkload(burst), durationMs: 1000, gateways: 1, seed: 1, admission,
+  }).run();
+  const native = go('native');
+  assert.equal(native.figures.shed, 0);
+  assert.equal(native.figures.admitted, 40);
+  assert.match(native.admission, /^native: none/);
+  const gated = go('expediter');
+  assert.ok(gated.figures.admitted < 40, `admitted ${gated.figures.admitted}`);
+  assert.match(gated.admission, /^expediter: the gateway's AdmissionController/);
+});

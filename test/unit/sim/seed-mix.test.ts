@@ -62,6 +62,13 @@ test('requests of a tenant share the system prompt\'s blocks; a chat\'s next tur
   assert.ok(followUps > reqs.length * 0.2, `follow-up turns ${followUps} of ${reqs.length}`);
 });
 
+test('every turn carries its reply\'s hashes, last turns and single requests too (no look-ahead)', () => {
+  for (const r of reqs) {
+    assert.ok(r.replyHashes !== null, `request ${r.seq} has no reply hashes`);
+    assert.equal(r.replyHashes.length, Math.floor((r.promptTokens + r.outputTokens) / 16) - Math.floor(r.promptTokens / 16));
+  }
+});
+
 test('a pool with adapters gets LoRA tenants over about all of them, keyed into the hashes', () => {
   const adapters = Array.from({ length: 60 }, (_, i) => `a${i}`);
   const lora = draw({ ...base, id: 'lora', adapters }, 50, 300);

@@ -32,6 +32,41 @@ test('flags parse into a sweep; bad flags are usage errors that name the flag', 
   for (const [argv, re] of bad) assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message), argv.join(' '));
 });
 
+test('race flags: a race defaults to both admissions, a perturbed engine, 3 seeds and the workload\'s minutes', () => {
+  const r = parseArgs(['--race', '--workload', 'mooncake:/x.jsonl']);
+  assert.equal(r.race, true);
+  assert.deepEqual(r.admissions, ['native', 'expediter']);
+  assert.equal(r.engineErrorPct, 20);
+  assert.equal(r.stepJitterPct, 10);
+  assert.equal(r.seeds, 3);
+  assert.equal(r.minutes, 8);
+  assert.equal(parseArgs(['--race']).minutes, 2);
+  const s = parseArgs(['--admission', 'native', '--engine-error', '0', '--step-jitter', '5', '--kv-scale', '0.25']);
+  assert.equal(s.race, false);
+  assert.deepEqual(s.admissions, ['native']);
+  assert.equal(s.engineErrorPct, 0);
+  assert.equal(s.stepJitterPct, 5);
+  assert.equal(s.kvScale, 0.25);
+  assert.deepEqual(parseArgs([]).admissions, ['expediter']);
+  assert.equal(parseArgs([]).engineErrorPct, 0);
+  const bad: Array<[string[], RegExp]> = [
+    [['--admission', 'fancy'], /--admission: unknown fancy/],
+    [['--engine-error', '100'], /percentage/],
+    [['--seeds', '3'], /--seeds applies to --race/],
+    [['--race', '--load', '1'], /--race finds/],
+    [['--race', '--kill', '8b-1@3'], /without faults/],
+  ];
+  for (const [argv, re] of bad) assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message), argv.join(' '));
+});
+
+test('--admission LIST plans each policy under each; --kv-scale shrinks the pool the capacity sees', () => {
+  const plan = planSweep(parseArgs(['--fleet', 'demo', '--pool', '8b', '--policies', 'round-robin,kv-aware', '--admission', 'native,expediter']));
+  assert.deepEqual(plan.specs.map((s) => `${s.policy}/${s.admission}`), ['round-robin/native', 'round-robin/expediter', 'kv-aware/native', 'kv-aware/expediter']);
+  const small = planSweep(parseArgs(['--fleet', 'demo', '--pool', '8b', '--kv-scale', '0.05']));
+  assert.equal(small.pools[0]!.numGpuBlocks, Math.round(27_648 * 0.05));
+  assert.equal(small.capacities[0]!.boundBy, 'kv');
+});
+
 test('the plan: every schema policy by default, load points scaled by each pool\'s capacity, faults kept to their pool', () => {
   const plan = planSweep(parseArgs(['--fleet', 'seed', '--load', '0.5,2', '--kill', '8b-3@10']));
   assert.deepEqual(plan.pools.map((p) => p.id), ['70b', '8b', 'lora']);

@@ -1,0 +1,142 @@
+// A race's results as the contract's JSON (`race`, `slo_capacity`, `overload` beside the sweep's `fleet`,
+// `workload`, `seed`, `pools` and `runs`) and as markdown tables. Byte-stable: fixed key order, runs sorted by
+// contender, seed and rate, figures rounded; nothing measured in wall or CPU time.
+// Thread: main. Formatting only.
+import type { Chain, OverloadRun, RacePlan, RaceResult } from './race.ts';
+import { SLO_ATTAINMENT_TARGET } from './race.ts';
+import { meanInterval } from './race-stats.ts';
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+export interface CapacityRow {
+  policy: string;
+  admission: string;
+  rps: number;
+  ci95: [number, number] | null;
+  per_seed: number[];
+}
+
+export interface OverloadRow {
+  policy: string;
+  admission: string;
+  times_capacity: number | null;
+  rps: number | null;
+  offered_rps: number;
+  goodput_rps: number;
+  peak_goodput_rps: number;
+  shed_answer_ms_p99: number | null;
+  preemptions: number;
+}
+
+/** Per contender: the mean SLO capacity over seeds and its 95 % Student-t interval. */
+export function capacityRows(plan: RacePlan, chains: readonly Chain[]): CapacityRow[] {
+  return plan.contenders.map((c) => {
+    const per = plan.seeds.map((seed) => chains.find((ch) => ch.contender === c && ch.seed === seed)!.capacityRps);
+    const m = meanInterval(per);
+    return {
+      policy: c.policy, admission: c.admission, rps: round(m.mean, 2),
+      ci95: m.ci95 ? [round(m.ci95[0], 2), round(m.ci95[1], 2)] : null, per_seed: per.map((x) => round(x, 2)),
+    };
+  });
+}
+
+const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
+
+/**
+ * One row per overload point, over seeds: offered, goodput and peak goodput (the best goodput of that seed's
+ * bisection runs) are means; the shed answer p99 is the worst seed's; preemptions are the seeds' total.
+ */
+export function overloadRows(overload: readonly OverloadRun[]): OverloadRow[] {
+  const keys: Array<{ times: number | null; rps: number | null }> = [];
+  for (const o of overload) if (!keys.some((k) => k.times === o.timesCapacity && k.rps === o.rps)) keys.push({ times: o.timesCapacity, rps: o.rps });
+  return keys.map((k) => {
+    const xs = overload.filter((o) => o.timesCapacity === k.times && o.rps === k.rps);
+    const sheds = xs.map((o) => o.out.json.shed_answer_ms_p99).filter((x): x is number => x !== null);
+    const j0 = xs[0]!.out.json;
+    return {
+      policy: j0.policy, admission: j0.admission, times_capacity: k.times, rps: k.rps,
+      offered_rps: round(mean(xs.map((o) => o.out.json.offered_rps)), 2),
+      goodput_rps: round(mean(xs.map((o) => o.out.json.goodput_rps)), 2),
+      peak_goodput_rps: round(mean(xs.map((o) => o.peakGoodputRps)), 2),
+      shed_answer_ms_p99: sheds.length > 0 ? round(Math.max(...sheds), 3) : null,
+      preemptions: xs.reduce((s, o) => s + o.out.json.preemptions, 0),
+    };
+  });
+}
+
+export function raceJson(plan: RacePlan, r: RaceResult): string {
+  const a = plan.args;
+  const doc = {
+    fleet: plan.fleetName,
+    workload: plan.workloadSpec,
+    seed: a.seed,
+    pools: plan.capacities.map((c) => ({ id: c.pool, replicas: c.replicas, capacity_rps: round(c.capacityRps, 2) })),
+    race: {
+      workload: plan.workloadSpec, pool: plan.pool.id, seeds: plan.seeds, minutes: a.minutes,
+      engine_error_pct: a.engineErrorPct, step_jitter_pct: a.stepJitterPct, slo_attainment_target: SLO_ATTAINMENT_TARGET,
+    },
+    slo_capacity: capacityRows(plan, r.chains),
+    overload: overloadRows(r.overload),
+    runs: r.runs.map((o) => o.json),
+  };
+  return `${JSON.stringify(doc, null, 2)}\n`;
+}
+
+function fmt(x: number | null, digits: number): string {
+  return x === null ? '–' : x.toFixed(digits);
+}
+
+/** The TTFT prediction error of a contender's runs: medians of the runs' median and p90 errors. */
+function predictionError(chains: readonly Chain[]): string {
+  const med: number[] = [];
+  const p90: number[] = [];
+  for (const ch of chains) {
+    for (const o of ch.runs) {
+      const t = o.json.ttft_prediction;
+      if (t?.median_abs_error_pct != null) med.push(t.median_abs_error_pct);
+      if (t?.p90_abs_error_pct != null) p90.push(t.p90_abs_error_pct);
+    }
+  }
+  if (med.length === 0) return '–';
+  const mid = (xs: number[]): number => xs.sort((x, y) => x - y)[Math.floor((xs.length - 1) / 2)]!;
+  return `${mid(med).toFixed(1)} / ${mid(p90).toFixed(1)} %`;
+}
+
+export function raceTables(plan: RacePlan, r: RaceResult): string {
+  const a = plan.args;
+  const rows = capacityRows(plan, r.chains);
+  const base = rows.find((x) => x.policy === 'round-robin' && x.admission === 'native') ?? rows.find((x) => x.policy === 'round-robin');
+  const lines = [
+    `### SLO capacity: ${plan.workloadSpec} on pool ${plan.pool.id} (${plan.pool.replicas.length} × ${plan.pool.profile}), seeds ${plan.seeds.join(', ')}, ` +
+      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step`,
+    '',
+    `Highest offered rate with ≥ ${SLO_ATTAINMENT_TARGET * 100} % of requests within the SLO, bisected to within 3 %; mean over seeds with a 95 % Student-t interval.`,
+    '',
+    `| policy | admission | SLO capacity rps | 95 % interval | per seed | × ${base ? `${base.policy} (${base.admission})` : '–'} | peak goodput rps | TTFT prediction error median / p90 | runs |`,
+    '| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |',
+  ];
+  for (const row of rows) {
+    const chains = r.chains.filter((ch) => ch.contender.policy === row.policy && ch.contender.admission === row.admission);
+    const open = chains.some((ch) => ch.openAbove) ? ' (≥: never failed)' : '';
+    const peak = mean(chains.map((ch) => ch.peakGoodputRps));
+    lines.push(`| ${row.policy} | ${row.admission} | ${row.rps.toFixed(1)}${open} | ${row.ci95 ? `${row.ci95[0].toFixed(1)}–${row.ci95[1].toFixed(1)}` : '–'} | ` +
+      `${row.per_seed.map((x) => x.toFixed(1)).join(', ')} | ${base && base.rps > 0 ? (row.rps / base.rps).toFixed(2) : '–'} | ${peak.toFixed(1)} | ` +
+      `${predictionError(chains)} | ${chains.reduce((s, ch) => s + ch.runs.length, 0)} |`);
+  }
+  if (plan.missing.length > 0) lines.push('', `Not in this build's routing.policy schema, not run: ${plan.missing.join(', ')}.`);
+  const over = overloadRows(r.overload);
+  if (over.length > 0) {
+    lines.push('', '### Overload', '', 'Means over seeds; peak goodput = the best goodput of that seed\'s bisection runs; shed answer p99 = the worst seed\'s; preemptions = total.', '',
+      '| policy | admission | point | offered rps | goodput rps | peak goodput rps | goodput / peak | shed answer p99 ms | preemptions |',
+      '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const o of over) {
+      lines.push(`| ${o.policy} | ${o.admission} | ${o.times_capacity !== null ? `${o.times_capacity}× SLO capacity` : `${o.rps} rps`} | ${o.offered_rps.toFixed(1)} | ` +
+        `${o.goodput_rps.toFixed(1)} | ${o.peak_goodput_rps.toFixed(1)} | ${o.peak_goodput_rps > 0 ? (o.goodput_rps / o.peak_goodput_rps).toFixed(2) : '–'} | ` +
+        `${fmt(o.shed_answer_ms_p99, 2)} | ${o.preemptions} |`);
+    }
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,90 @@
+// The race's statistics: the SLO capacity of one policy on one seed found by bracketing then bisecting the
+// offered rate, and the mean over seeds with its 95 % Student-t interval.
+// Thread: main. Pure functions and one async search; no I/O.
+
+/** Two-sided 95 % quantiles of Student's t, t(0.975; dof) for dof 1..30; past 30 the normal's 1.96 is within 2 %. */
+const T975 = [
+  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+  2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+  2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+export function studentT975(dof: number): number {
+  if (!Number.isInteger(dof) || dof < 1) throw new RangeError(`degrees of freedom must be a positive integer, got ${dof}`);
+  return dof <= T975.length ? T975[dof - 1]! : 1.96;
+}
+
+export interface MeanInterval {
+  mean: number;
+  /** mean ± t(0.975; n−1)·s/√n; null with one value (no spread to estimate). */
+  ci95: [number, number] | null;
+}
+
+export function meanInterval(values: readonly number[]): MeanInterval {
+  const n = values.length;
+  if (n === 0) throw new RangeError('no values');
+  const mean = values.reduce((s, v) => s + v, 0) / n;
+  if (n === 1) return { mean, ci95: null };
+  const variance = values.reduce((s, v) => s + (v - mean) ** 2, 0) / (n - 1);
+  const half = studentT975(n - 1) * Math.sqrt(variance / n);
+  return { mean, ci95: [mean - half, mean + half] };
+}
+
+export interface BisectOptions {
+  /** First rate tried (the computed capacity). */
+  start: number;
+  /** Bracketing multiplies (after a pass) or divides (after a fail) the rate by this. */
+  step: number;
+  /** Stop when the failing rate is within this fraction above the passing one (0.03 = 3 %). */
+  tolerance: number;
+  /** Bracketing gives up after this many moves in one direction. */
+  maxBracketSteps: number;
+}
+
+export interface BisectResult {
+  /** Highest rate that passed; null when even the lowest tried failed. */
+  lo: number | null;
+  /** Lowest rate that failed; null when even the highest tried passed. */
+  hi: number | null;
+  /** Every rate tried, in order. */
+  tried: number[];
+}
+
+/**
+ * The highest rate at which `passes` holds, assuming it holds below some rate and fails above it. Bracket:
+ * from `start`, step up until a fail (or down until a pass); then bisect geometrically (the midpoint of a
+ * rate bracket in ratio, so each probe halves the bracket's log-width) until hi ≤ lo·(1 + tolerance).
+ */
+export async function bisectCapacity(passes: (rate: number) => Promise<boolean>, o: BisectOptions): Promise<BisectResult> {
+  if (!(o.start > 0 && o.step > 1 && o.tolerance > 0 && o.maxBracketSteps >= 1)) throw new RangeError('bisectCapacity: bad options');
+  const tried: number[] = [];
+  const probe = async (x: number): Promise<boolean> => {
+    tried.push(x);
+    return passes(x);
+  };
+  let lo: number | null = null;
+  let hi: number | null = null;
+  let x = o.start;
+  if (await probe(x)) {
+    lo = x;
+    for (let i = 0; i < o.maxBracketSteps && hi === null; i++) {
+      x *= o.step;
+      if (await probe(x)) lo = x;
+      else hi = x;
+    }
+  } else {
+    hi = x;
+    for (let i = 0; i < o.maxBracketSteps && lo === null; i++) {
+      x /= o.step;
+      if (await probe(x)) lo = x;
+      else hi = x;
+    }
+  }
+  if (lo === null || hi === null) return { lo, hi, tried };
+  while (hi > lo * (1 + o.tolerance)) {
+    const mid = Math.sqrt(lo * hi);
+    if (await probe(mid)) lo = mid;
+    else hi = mid;
+  }
+  return { lo, hi, tried };
+}

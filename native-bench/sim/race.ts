@@ -1,0 +1,224 @@
+// `--race`: every policy's SLO capacity on one workload, honestly. For each policy, admission mode and seed,
+// the highest offered rate (a multiple of the pool's computed capacity for seed-mix, the time compression
+// for a trace) at which ≥ 90 % of requests meet the SLO, found by bracketing and bisection to within 3 %; then
+// kv-aware under Expediter's admission past that capacity (2× and 3×, and 5,000 requests/s on seed-mix).
+// Common random numbers: a seed's workload depends on the seed and the rate only, so every policy is probed
+// on the same requests at the same rate. Engines are off their profile (--engine-error, --step-jitter) by a
+// draw fixed per replica and seed, the same for every policy.
+// Thread: main. Orchestration: each bisection is a chain of runs, the RunPool keeps every thread busy.
+import type { SweepArgs } from './args.ts';
+import { UsageError } from './args.ts';
+import type { PoolCapacity } from './capacity.ts';
+import type { SimPool } from './fleet.ts';
+import { simPolicyNames } from './policies.ts';
+import { bisectCapacity } from './race-stats.ts';
+import { RunPool } from './run-pool.ts';
+import type { AdmissionMode, RunOutput, RunSpec } from './run-types.ts';
+import { checkPolicies, planPools } from './sweep.ts';
+import { traceRps, type WorkloadKind } from './workloads.ts';
+
+/** The contract's race: these policies, in this order. */
+export const RACE_POLICIES = ['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo'] as const;
+/** kv-aware is Expediter's own policy: it has no other system's admission to run under. */
+const EXPEDITER_ONLY = new Set(['kv-aware']);
+export const SLO_ATTAINMENT_TARGET = 0.9;
+export const RATE_TOLERANCE = 0.03;
+/** Bracketing steps of 25 %: past the knee a run costs more (admission queues), so overshoot little. */
+const BRACKET_STEP = 1.25;
+/** 1.25^16 ≈ 35: from the computed capacity down to 3 % of it, or up to 35×. */
+const MAX_BRACKET_STEPS = 16;
+export const OVERLOAD_TIMES = [2, 3] as const;
+export const SEED_MIX_OVERLOAD_RPS = 5000;
+const OVERLOAD_POLICY = 'kv-aware';
+const OVERLOAD_ADMISSION: AdmissionMode = 'expediter';
+/** Above any bisection depth. */
+const OVERLOAD_PRIORITY = 1000;
+
+export interface Contender {
+  policy: string;
+  admission: AdmissionMode;
+}
+
+export interface RacePlan {
+  fleetName: string;
+  workload: WorkloadKind;
+  workloadSpec: string;
+  pool: SimPool;
+  capacity: PoolCapacity;
+  /** Every pool's capacity (the race runs one): the JSON's `pools`. */
+  capacities: PoolCapacity[];
+  contenders: Contender[];
+  /** Race policies this build's schema lacks (not run). */
+  missing: string[];
+  seeds: number[];
+  /** What the bisection varies: the load multiple (seed-mix) or the trace's speed. */
+  axis: 'load' | 'speed';
+  /** The rate the bisection starts at, on its axis: the pool's computed capacity. */
+  start: number;
+  args: SweepArgs;
+}
+
+/** One policy × admission × seed: its bisection's runs and what they found. */
+export interface Chain {
+  contender: Contender;
+  seed: number;
+  runs: RunOutput[];
+  /** Highest rate that passed on the axis, null when none did; and that rate in requests/s. */
+  lo: number | null;
+  capacityRps: number;
+  /** The bisection never failed (the rate is a lower bound). */
+  openAbove: boolean;
+  /** The best goodput of any of the chain's runs. */
+  peakGoodputRps: number;
+}
+
+export interface OverloadRun {
+  seed: number;
+  timesCapacity: number | null;
+  rps: number | null;
+  out: RunOutput;
+  peakGoodputRps: number;
+}
+
+export interface RaceResult {
+  chains: Chain[];
+  overload: OverloadRun[];
+  /** Every run, ordered by contender, seed, then rate. */
+  runs: RunOutput[];
+}
+
+export function planRace(a: SweepArgs): RacePlan {
+  const known = simPolicyNames();
+  const wanted = a.policies ?? [...RACE_POLICIES];
+  checkPolicies(wanted.filter((p) => a.policies !== null || known.includes(p)));
+  const missing = wanted.filter((p) => !known.includes(p));
+  const contenders: Contender[] = [];
+  for (const policy of wanted) {
+    if (missing.includes(policy)) continue;
+    for (const admission of a.admissions) {
+      if (admission === 'native' && EXPEDITER_ONLY.has(policy)) continue;
+      contenders.push({ policy, admission });
+    }
+  }
+  if (contenders.length === 0) throw new UsageError('--race: no policy and admission to run (kv-aware runs only under --admission expediter)');
+  const { workload, pools, capacities } = planPools(a);
+  const pool = pools[0]!;
+  const capacity = capacities[0]!;
+  const axis = workload.kind === 'seed-mix' ? 'load' : 'speed';
+  const start = axis === 'load' ? 1 : capacity.capacityRps / traceRps(workload);
+  return {
+    fleetName: a.fleet, workload, workloadSpec: a.workload, pool, capacity, capacities, contenders, missing,
+    seeds: Array.from({ length: a.seeds }, (_, i) => a.seed + i), axis, start, args: a,
+  };
+}
+
+/** Four significant digits: rates in the JSON read as chosen, and the bisection's midpoints stay distinct. */
+function round4(x: number): number {
+  return Number(x.toPrecision(4));
+}
+
+export class RaceRunner {
+  private readonly plan: RacePlan;
+  private readonly pool: RunPool;
+  private next = 0;
+  private done = 0;
+  private readonly log: (line: string) => void;
+
+  constructor(plan: RacePlan, threads: number, log: (line: string) => void = () => {}) {
+    this.plan = plan;
+    this.pool = new RunPool(threads);
+    this.log = log;
+  }
+
+  private spec(c: Contender, seed: number, point: { axis: 'load' | 'speed'; x: number } | { rps: number }): RunSpec {
+    const p = this.plan;
+    const a = p.args;
+    let rate: Pick<RunSpec, 'load' | 'rps' | 'speed' | 'offeredRps' | 'traceSpeed'>;
+    if ('rps' in point) rate = { load: null, rps: point.rps, speed: null, offeredRps: point.rps, traceSpeed: 1 };
+    else if (point.axis === 'load') rate = { load: point.x, rps: null, speed: null, offeredRps: point.x * p.capacity.capacityRps, traceSpeed: 1 };
+    else rate = { load: null, rps: null, speed: point.x, offeredRps: null, traceSpeed: point.x };
+    return {
+      index: this.next++, fleet: a.fleet, workload: a.workload, pool: p.pool.id, policy: c.policy, ...rate,
+      minutes: a.minutes, gateways: a.gateways, seed, retryShed: a.retryShed, kills: [], restarts: [],
+      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale,
+    };
+  }
+
+  /**
+   * Priority: a chain's later probes go first (depth-first), and overload runs before any probe, so chains
+   * finish one after another and the long overload runs start early instead of forming the race's tail.
+   */
+  private async runOne(spec: RunSpec, priority: number): Promise<RunOutput> {
+    const out = await this.pool.submit(spec, priority);
+    this.done++;
+    const j = out.json;
+    const at = j.load !== null ? `${j.load}×` : j.speed !== null ? `speed ${j.speed}` : `${j.rps} rps`;
+    this.log(`[${this.done} runs] ${j.policy}/${j.admission} seed ${j.seed} ${at}: offered ${j.offered_rps} rps, SLO met ${(j.slo_attainment * 100).toFixed(1)} %`);
+    return out;
+  }
+
+  private async chain(c: Contender, seed: number): Promise<Chain> {
+    const p = this.plan;
+    const runs: RunOutput[] = [];
+    const byRate = new Map<number, RunOutput>();
+    const r = await bisectCapacity(async (x) => {
+      const out = await this.runOne(this.spec(c, seed, { axis: p.axis, x: round4(x) }), runs.length);
+      runs.push(out);
+      byRate.set(x, out);
+      return out.json.slo_attainment >= SLO_ATTAINMENT_TARGET;
+    }, { start: p.start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS });
+    // Seed-mix: the rate the workload was generated at (load × the pool's computed capacity), the same for
+    // every policy at that point; what a window of it happens to offer varies with its bursts. A trace: the
+    // rate the compressed trace offered in the measured window (the same requests for every policy).
+    const lo = r.lo === null ? null : byRate.get(r.lo)!.json;
+    const capacityRps = lo === null ? 0 : lo.load !== null ? lo.load * p.capacity.capacityRps : lo.offered_rps;
+    const peakGoodputRps = Math.max(0, ...runs.map((o) => o.json.goodput_rps));
+    return { contender: c, seed, runs, lo: r.lo, capacityRps, openAbove: r.hi === null, peakGoodputRps };
+  }
+
+  private async overload(ch: Chain): Promise<OverloadRun[]> {
+    const p = this.plan;
+    const jobs: Array<Promise<OverloadRun>> = [];
+    if (ch.lo !== null) {
+      for (const times of OVERLOAD_TIMES) {
+        jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }), OVERLOAD_PRIORITY)
+          .then((out) => ({ seed: ch.seed, timesCapacity: times, rps: null, out, peakGoodputRps: ch.peakGoodputRps })));
+      }
+    }
+    if (p.workload.kind === 'seed-mix') {
+      jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }), OVERLOAD_PRIORITY)
+        .then((out) => ({ seed: ch.seed, timesCapacity: null, rps: SEED_MIX_OVERLOAD_RPS, out, peakGoodputRps: ch.peakGoodputRps })));
+    }
+    return Promise.all(jobs);
+  }
+
+  async race(): Promise<RaceResult> {
+    const p = this.plan;
+    const overload: OverloadRun[] = [];
+    try {
+      const chains = await Promise.all(p.contenders.flatMap((c) => p.seeds.map(async (seed) => {
+        const ch = await this.chain(c, seed);
+        if (c.policy === OVERLOAD_POLICY && c.admission === OVERLOAD_ADMISSION) overload.push(...(await this.overload(ch)));
+        return ch;
+      })));
+      const order = (o: RunOutput): [number, number, number] => {
+        const ci = p.contenders.findIndex((c) => c.policy === o.json.policy && c.admission === o.json.admission);
+        return [ci, o.json.seed, o.json.load ?? o.json.speed ?? o.json.rps ?? 0];
+      };
+      const runs = [...chains.flatMap((c) => c.runs), ...overload.map((o) => o.out)].sort((x, y) => {
+        const a = order(x);
+        const b = order(y);
+        return a[0] - b[0] || a[1] - b[1] || a[2] - b[2] || (x.json.rps ?? 0) - (y.json.rps ?? 0);
+      });
+      overload.sort((x, y) => x.seed - y.seed || (x.timesCapacity ?? Infinity) - (y.timesCapacity ?? Infinity));
+      return { chains, overload, runs };
+    } finally {
+      await this.pool.close();
+    }
+  }
+}
+
+/** Plans and runs a race on `threads` worker threads; `log` hears of each run as it ends. */
+export async function runRace(plan: RacePlan, threads: number, log?: (line: string) => void): Promise<RaceResult> {
+  return new RaceRunner(plan, threads, log).race();
+}
