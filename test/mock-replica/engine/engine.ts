@@ -12,7 +12,7 @@ import { EngineRequest } from './engine-request.ts';
 import { PROFILES, resolveConfig, stepDurationMs, type BatchShape, type EngineProfile } from './profiles.ts';
 import type { EngineStats } from './stats.ts';
 import { StatsRecorder } from './stats-recorder.ts';
-import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
+import type { Clock, EngineBlockEvents, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
 
 /** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
 const CATCH_UP_LIMIT_MS = 20;
@@ -31,6 +31,9 @@ export class MockEngine {
   private readonly adapters = new Set<string>();
   /** Adapters resident in a GPU LoRA slot → step of last admission (LRU). Moving one in costs adapterLoadMs. */
   private readonly gpuAdapters = new Map<string, number>();
+
+  /** Told of every block cached and evicted (the KV-event publisher); null = nobody listens. */
+  private blockEvents: EngineBlockEvents | null = null;
 
   private stepTimer: unknown = null;
   private inStepEnd = false;
@@ -54,6 +57,15 @@ export class MockEngine {
     this.pool = new BlockPool(this.config.numGpuBlocks);
     this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
+  }
+
+  /**
+   * Reports every block the prefix cache stores (with its parent hash, tokens and adapter) and evicts, as
+   * vLLM's BlockStored / BlockRemoved do. Takes over the block pool's listener; null stops the reports.
+   */
+  setBlockEvents(listener: EngineBlockEvents | null): void {
+    this.blockEvents = listener;
+    this.pool.listener = listener === null ? null : { stored() {}, removed: (hash) => listener.removed(hash) };
   }
 
   /** Engine steps run so far. */
@@ -332,7 +344,11 @@ export class MockEngine {
     }
     // vLLM caches full blocks at allocation time, as soon as the tokens that fill them are scheduled.
     const fullBlocks = Math.floor(b / this.config.blockSize);
-    for (let i = req.numHashedBlocks; i < fullBlocks; i++) this.pool.cacheBlock(req.blockIds[i]!, req.blockHash(i));
+    const events = this.blockEvents;
+    for (let i = req.numHashedBlocks; i < fullBlocks; i++) {
+      const hash = req.blockHash(i);
+      if (this.pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
+    }
     if (fullBlocks > req.numHashedBlocks) req.numHashedBlocks = fullBlocks;
   }
 
