@@ -31,6 +31,10 @@ export interface SubscriberOptions {
   heartbeatTimeoutMs: number;
   /** Reconnect attempts after a lost connection, this far apart (ZeroMQ reconnects by itself). */
   reconnectIntervalMs: number;
+  /** A connection to the publisher was established (first time or again). */
+  onConnect?: () => void;
+  /** The connection was lost (publisher gone, or heartbeats unanswered). */
+  onDisconnect?: () => void;
 }
 
 /** A SUB socket connected to a replica's publisher. */
@@ -39,6 +43,9 @@ export function connectSubscriber(endpoint: string, o: SubscriberOptions): Subsc
     linger: 0, receiveHighWaterMark: DEFAULT_HWM, reconnectInterval: o.reconnectIntervalMs,
     heartbeatInterval: o.heartbeatIntervalMs, heartbeatTimeout: o.heartbeatTimeoutMs, heartbeatTimeToLive: o.heartbeatTimeoutMs,
   });
+  // The monitor must exist before connect(), or the first connection's event is missed.
+  if (o.onConnect !== undefined) sub.events.on('connect', o.onConnect);
+  if (o.onDisconnect !== undefined) sub.events.on('disconnect', o.onDisconnect);
   sub.subscribe(o.topic);
   sub.connect(endpoint);
   return sub;
