@@ -117,8 +117,9 @@ test('a prefix evicted on its replica by traffic the gateway never saw: no hit p
   await assertExact(a2, 'after eviction');
 });
 
-test('a second gateway that never saw the first turn predicts the next turn exactly, and both index the same blocks', async () => {
-  const cfg = stack.cfg;
+test('a second gateway (two acceptor threads) that never saw the first turn predicts the next turn exactly, and both index the same blocks', async () => {
+  // Two acceptor threads: their routers read the events index through its SharedArrayBuffer.
+  const cfg = { ...stack.cfg, server: { ...stack.cfg.server, threads: 2 } };
   second = await startGateway(cfg, { logger: createLogger('silent'), metricsChannel: `kv-events-second-${process.pid}` });
   await waitFor(async () => (await fetch(`${second!.url}/readyz`)).status === 200, 15_000, 25);
   const first = [{ role: 'system', content: topic('botany', 40) }, { role: 'user', content: 'Leaves?' }];
