@@ -6,7 +6,7 @@
 // for candidates whose stream is live), O(longest match) probes, no allocation.
 //
 // Layout: set-associative buckets of WAYS hashes, each way with a bitmap of ceil(slots / 32) words. A hash
-// lives in one of PROBE consecutive buckets from its home bucket (the first with a free way when added), so a
+// lives in one of PROBE (8) consecutive buckets from its home bucket (the first with a free way when added), so a
 // hit costs one bucket read and a miss PROBE of them. Full (all PROBE buckets full): the add fails, the
 // caller counts an overflow and that replica falls back to the approximate index until its next clear.
 // Per-bucket seqlock (single writer, no CAS): odd while written; a reader retries a torn read, then calls it
@@ -18,7 +18,7 @@
 // may hold block k + 1 without block k, and the prediction must stop where the engine stops.
 
 export const WAYS = 8;
-const PROBE = 4;
+const PROBE = 8;
 const READ_ATTEMPTS = 4;
 const MAGIC = 0x4b564556; // 'KVEV'
 const TWO_POW_32 = 2 ** 32;

@@ -34,13 +34,13 @@ test('bitmaps span several words: slots 5, 40 and 70 are told apart', () => {
 });
 
 test('a way is freed when its last holder leaves; a full index refuses an add and counts it', () => {
-  const ix = new EventsIndex({ entries: 8, slots: 2 }); // 4 buckets of 8: 32 entries
-  const h = chain(40, 3);
+  const ix = new EventsIndex({ entries: 8, slots: 2 }); // the minimum: 8 buckets of 8, 64 entries
+  const h = chain(100, 3);
   let refused = 0;
   for (const b of h) if (!ix.add(0, b)) refused++;
   assert.ok(refused > 0, 'more hashes than entries');
   assert.equal(ix.overflows(), refused);
-  assert.equal(ix.entries(), 40 - refused);
+  assert.equal(ix.entries(), 100 - refused);
   for (const b of h) ix.remove(0, b);
   assert.equal(ix.entries(), 0, 'every way freed');
   assert.equal(ix.add(1, h[0]!), true);
