@@ -22,6 +22,7 @@ import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import type { SimPool } from './fleet.ts';
 import { buildPolicy } from './policies.ts';
+import type { SimKvEvents } from './sim-kv-events.ts';
 
 /** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
 export interface EngineSlots {
@@ -54,7 +55,7 @@ export class SimGateway implements FleetView {
   /** Restarts this gateway's registry detected (each one reset the router's knowledge of the slot). */
   restartsSeen = 0;
 
-  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock) {
+  constructor(index: number, pool: SimPool, cfg: GatewayConfig, clock: VirtualClock, kvEvents: SimKvEvents | null = null) {
     this.index = index;
     this.pool = pool;
     this.clock = clock;
@@ -73,7 +74,7 @@ export class SimGateway implements FleetView {
       this.table.write(slot, t.row);
       return t;
     });
-    this.router = new Router(buildPolicy(cfg, this), this);
+    this.router = kvEvents !== null ? kvEvents.router(cfg, this) : new Router(buildPolicy(cfg, this), this);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     this.admission = new AdmissionController({
       fleet: this, kv: this.kv, router: this.router, clock,

@@ -16,6 +16,7 @@ import { withPolicy } from './policies.ts';
 import { Prng } from './prng.ts';
 import type { FaultSpec, RunSpec } from './run-types.ts';
 import { SimGateway } from './sim-gateway.ts';
+import { SimKvEvents } from './sim-kv-events.ts';
 import { makeWorkload, parseWorkload, runDurationMs } from './workloads.ts';
 import type { SimRequest, Workload } from './workload-types.ts';
 
@@ -52,6 +53,8 @@ export interface SimOptions {
 
 export class FleetSim implements RequestSink {
   readonly clock = new VirtualClock(0);
+  /** routing.prefix_index: events: the engines' cache changes feeding the gateways' events index; else null. */
+  private readonly kvEvents: SimKvEvents | null;
   readonly engines: Array<MockEngine | null>;
   readonly startSeconds: Float64Array;
   readonly inflightTokens: Float64Array;
@@ -95,9 +98,11 @@ export class FleetSim implements RequestSink {
     const n = o.pool.replicas.length;
     this.engineOptions = { profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters] };
     this.engines = Array.from({ length: n }, () => new MockEngine(this.engineOptions, this.clock));
+    this.kvEvents = SimKvEvents.forConfig(cfg, n, this.engines[0]!.config.numGpuBlocks);
+    this.engines.forEach((e, slot) => this.kvEvents?.attach(slot, e!));
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
-    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock));
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, this.kvEvents));
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
     // only after the first scrape of every replica).
     for (const gw of this.gateways) {
@@ -161,6 +166,7 @@ export class FleetSim implements RequestSink {
     if (!engine) return;
     this.retiredPreemptions += engine.stats().num_preemptions_total;
     this.engines[slot] = null;
+    this.kvEvents?.detach(slot);
     engine.close();
   }
 
@@ -169,6 +175,7 @@ export class FleetSim implements RequestSink {
     this.kill(slot);
     this.startSeconds[slot] = EPOCH_SECONDS + this.clock.now() / 1000;
     this.engines[slot] = new MockEngine(this.engineOptions, this.clock);
+    this.kvEvents?.attach(slot, this.engines[slot]);
   }
 
   private scheduleArrival(): void {
