@@ -111,6 +111,29 @@ const scenario: BenchScenario = async (args) => {
   const unmapped = streams.reduce((n, _, r) => n + index.stat(r, Stat.Unmapped), 0);
   if (unmapped > 0) throw new Error(`${unmapped} blocks could not be mapped: the generator's chains are wrong`);
 
+  // Part 3 (lookup, the acceptor's side): 64 live candidates, a hot prefix of 2,000 blocks held by 3 of them;
+  // prompts of 112 and 2,000 blocks on that prefix; each lookup timed alone.
+  const lix = new EventsIndex({ entries: 1 << 20, slots: 64 });
+  const hot = Float64Array.from({ length: 2000 }, (_, i) => (i + 1) * 1_000_003 + 7);
+  for (const slot of [3, 17, 42]) for (const h of hot) lix.add(slot, h);
+  for (let slot = 0; slot < 64; slot++) for (let i = 0; i < 4000; i++) lix.add(slot, slot * 1e9 + i * 31 + 5);
+  const cands = Array.from({ length: 64 }, (_, i) => i);
+  const out = new Int32Array(64);
+  const lookupUs = (blocks: number): { p50: number; p99: number } => {
+    const hashes = hot.subarray(0, blocks);
+    const ts: number[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const t = process.hrtime.bigint();
+      lix.lookup(hashes, cands, out);
+      ts.push(Number(process.hrtime.bigint() - t) / 1000);
+    }
+    if (out[3] !== blocks || out[0] !== 0) throw new Error('lookup returned the wrong runs');
+    ts.sort((a, b) => a - b);
+    return { p50: ts[Math.floor(ts.length / 2)]!, p99: ts[Math.floor(ts.length * 0.99)]! };
+  };
+  const l112 = lookupUs(112);
+  const l2000 = lookupUs(2000);
+
   // Part 2.
   const endpoint = await freeKvEventsEndpoint();
   const mock = await startMockReplica({ profile: 'tiny', timeScale: 0.1, kvEvents: endpoint });
@@ -149,6 +172,8 @@ const scenario: BenchScenario = async (args) => {
       ['events/s on one core (BlockStored or BlockRemoved)', Math.round((events / cpuUs) * 1e6).toLocaleString('en-US')],
       ['seed fleet (64 × 700 stored + 700 removed blocks/s): share of a core', `${(seedCore * 100).toFixed(1)} %`],
       ['wall time of the timed run, ms', wallMs.toFixed(0)],
+      ['exact lookup, 64 live candidates, 112 blocks (3 hold all), p50 / p99 µs', `${l112.p50.toFixed(1)} / ${l112.p99.toFixed(1)}`],
+      ['exact lookup, 64 live candidates, 2,000 blocks (3 hold all), p50 / p99 µs', `${l2000.p50.toFixed(1)} / ${l2000.p99.toFixed(1)}`],
       ['publisher closed → fallback, ms (median / max)', `${median(down).toFixed(1)} / ${Math.max(...down).toFixed(1)}`],
       ['publisher reopened → events again, ms (median / max)', `${median(up).toFixed(1)} / ${Math.max(...up).toFixed(1)}`],
     ],
@@ -157,7 +182,7 @@ const scenario: BenchScenario = async (args) => {
       'CPU from process.cpuUsage (nothing else runs in the process meanwhile) around the apply loop only; batches were encoded before it. The subscriber thread\'s socket work (ZeroMQ receive, one per batch) is not included.',
       'Fallback: the SUB socket\'s disconnect event (the heartbeat bounds a silent peer at 300 ms); back: reconnect, replay check of the last batch, live.',
     ],
-    extra: { usPerBlock, seedCore, down, up, cpuUs, blockOps },
+    extra: { usPerBlock, seedCore, down, up, cpuUs, blockOps, lookup112: l112, lookup2000: l2000 },
   };
 };
 
