@@ -194,3 +194,23 @@ test('a replay without an answer while live batches continue from where the stre
   assert.equal(s.live, true);
   assert.equal(s.nextSeq, 2);
 });
+
+test('on reconnect a publisher whose batch at our last sequence has other bytes is a new process too', () => {
+  const { ix, s, replays } = fresh();
+  s.onLive(0, batch(stored([151n], null, tokens(1, 22))));
+  s.onDisconnected();
+  s.onConnected();
+  assert.equal(replays[replays.length - 1], 0, 'asks from its last batch');
+  // The new process has published more than we had: its seq 0 exists, with other blocks.
+  s.onReplay(0, batch(stored([161n], null, tokens(1, 23))));
+  s.onReplay(1, batch(stored([162n], 161n, tokens(1, 24))));
+  s.onReplayEnd(true);
+  assert.equal(replays[replays.length - 1], 0, 'replayed again from 0');
+  assert.equal(run(ix, blockHashes(tokens(1, 22), BS, null)), 0, 'the old process\'s blocks are gone');
+  s.onReplay(0, batch(stored([161n], null, tokens(1, 23))));
+  s.onReplay(1, batch(stored([162n], 161n, tokens(1, 24))));
+  s.onReplayEnd(true);
+  assert.equal(s.live, true);
+  assert.equal(run(ix, blockHashes([...tokens(1, 23), ...tokens(1, 24)], BS, null)), 2);
+  assert.equal(ix.stat(SLOT, Stat.Fallbacks + 4), 0, 'it was not live when the restart was found: no second fallback counted');
+});
