@@ -207,3 +207,24 @@ test('a restarted replica (a new engine, sequence from 0, new hashes) is followe
   const a = await chat(stack.url, msgs, 2);
   await assertExact(a, 'after the restart');
 });
+
+test('/metrics shows each replica on events; a reload without a replica\'s kv_events puts it back on the approximate index', async () => {
+  const page = await (await fetch(`${stack.url}/metrics`)).text();
+  for (const id of stack.replicas.keys()) {
+    assert.match(page, new RegExp(`^gateway_kv_events_live\\{replica="${id}"\\} 1$`, 'm'));
+    assert.match(page, new RegExp(`^gateway_kv_events_applied_total\\{replica="${id}"\\} [1-9]`, 'm'));
+  }
+  assert.match(page, /^gateway_kv_events_fallbacks_total\{replica="8b-1",reason="broken"\} [1-9]/m, 'the stopped publisher was counted');
+  assert.match(page, /^gateway_kv_events_replayed_batches_total\{replica="8b-2"\} [1-9]/m);
+  const next = structuredClone(stack.cfg);
+  delete next.pools[0]!.replicas[1]!.kv_events;
+  await gw().reload(next);
+  const slot = gw().registry.slotOf('8b-2');
+  await waitFor(() => gw().kvEvents!.index.state(slot) === 0, 5000, 10);
+  const after = await (await fetch(`${stack.url}/metrics`)).text();
+  assert.doesNotMatch(after, /^gateway_kv_events_live\{replica="8b-2"\}/m, 'no longer subscribed');
+  for (let i = 0; i < 6; i++) {
+    const a = await chat(stack.url, [{ role: 'user', content: `reloaded ${i}` }], 2);
+    assert.equal(a.index, a.replica === '8b-2' ? 'approximate' : 'events', `${a.replica}`);
+  }
+});

@@ -214,3 +214,17 @@ test('on reconnect a publisher whose batch at our last sequence has other bytes 
   assert.equal(run(ix, blockHashes([...tokens(1, 23), ...tokens(1, 24)], BS, null)), 2);
   assert.equal(ix.stat(SLOT, Stat.Fallbacks + 4), 0, 'it was not live when the restart was found: no second fallback counted');
 });
+
+test('an events index too small for a replica\'s blocks: that replica falls back (overflow) until its cache is cleared', () => {
+  const ix = new EventsIndex({ entries: 8, slots: 4 }); // 64 entries
+  const s = new ReplicaStream(ix, { slot: SLOT, blockSize: BS, silenceTicks: 3, tickMs: TICK, capacityBlocks: () => 1000, nowMs: () => clock }, { requestReplay: () => {} });
+  s.onConnected();
+  s.onReplayEnd(true);
+  const n = 100;
+  s.onLive(0, batch(stored(Array.from({ length: n }, (_, i) => 1000n + BigInt(i)), null, tokens(n, 25))));
+  assert.equal(s.live, false);
+  assert.equal(ix.reason(SLOT), 'overflow');
+  s.onLive(1, batch({ type: 'AllBlocksCleared' }));
+  assert.equal(s.live, true, 'an empty cache is known exactly again');
+  assert.equal(ix.entries(), 0);
+});
