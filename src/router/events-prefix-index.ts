@@ -24,7 +24,7 @@ export class EventsPrefixIndex extends PrefixIndex {
     this.servedEvents = new Uint8Array(this.slots);
   }
 
-  override servedBy(slot: number): 'events' | 'approximate' {
+  servedBy(slot: number): 'events' | 'approximate' {
     return this.servedEvents[slot] === 1 ? 'events' : 'approximate';
   }
 

@@ -383,11 +383,6 @@ export class PrefixIndex {
     return dropped;
   }
 
-  /** Which index answered the slot's part of the last lookup (the route header's `index=`): always this one. */
-  servedBy(_slot: number): 'events' | 'approximate' {
-    return 'approximate';
-  }
-
   /** The slot's replica restarted empty or left: every membership it has reads as evicted from now on. */
   purgeSlot(slot: number): void {
     Atomics.add(this.i32, this.counterBase + slot, PURGE_JUMP);

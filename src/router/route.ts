@@ -48,6 +48,9 @@ export interface IndexSource {
   servedBy(slot: number): 'events' | 'approximate';
 }
 
+/** The approximate index alone serves every lookup. */
+export const APPROXIMATE_ONLY: IndexSource = { servedBy: () => 'approximate' };
+
 /** Policies that read the prefix index (their route header says which index served). */
 export const INDEX_POLICIES: ReadonlySet<string> = new Set(['kv-aware', 'llm-d', 'sglang', 'dynamo']);
 
