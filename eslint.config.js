@@ -1,6 +1,7 @@
 // ESLint flat config. The layering rules (no-restricted-imports) keep each dependency behind one folder:
 // uWS only in src/server/uws.ts, ioredis only in src/quota/redis-client.ts (the usage stream sink takes its
 // client from there), piscina only in src/tokenize/pool.ts, fast-check only in test/helpers/fuzz.ts,
+// zeromq only in src/registry/kv-events/zmq.ts, @msgpack/msgpack only in src/registry/kv-events/wire.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator). process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
@@ -11,10 +12,18 @@ const restrict = (allowed) => ({
       { name: '@trufflesuite/uws-js-unofficial', message: 'uWS is imported only in src/server/uws.ts' },
       { name: 'ioredis', message: 'ioredis is imported only in src/quota/redis-client.ts' },
       { name: 'piscina', message: 'piscina is imported only in src/tokenize/pool.ts' },
+      { name: 'zeromq', message: 'zeromq is imported only in src/registry/kv-events/zmq.ts' },
+      { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
       { name: 'undici', message: 'the gateway talks to replicas through src/upstream/upstream-client.ts; undici is a bench dependency' },
     ].filter((p) => !allowed.includes(p.name)),
   }],
 });
+
+const testRestrictions = (allowed) => [
+  { name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' },
+  { name: 'zeromq', message: 'zeromq is imported only in src/registry/kv-events/zmq.ts' },
+  { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
+].filter((p) => !allowed.includes(p.name));
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'k6/**/*.js', 'native-bench/results/**'] },
@@ -53,8 +62,16 @@ export default tseslint.config(
   { files: ['src/server/uws.ts'], rules: restrict(['@trufflesuite/uws-js-unofficial']) },
   { files: ['src/quota/redis-client.ts'], rules: restrict(['ioredis']) },
   { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
-  { files: ['test/**/*.ts'], ignores: ['test/helpers/fuzz.ts'], rules: {
-    'no-restricted-imports': ['error', { paths: [{ name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' }] }],
+  { files: ['src/registry/kv-events/zmq.ts'], rules: restrict(['zeromq']) },
+  { files: ['src/registry/kv-events/wire.ts'], rules: restrict(['@msgpack/msgpack']) },
+  // fast-check only in test/helpers/fuzz.ts; the mock's publisher, the tests and the benches use the gateway's
+  // ZeroMQ and msgpack modules, except the wire-format test, which decodes with @msgpack/msgpack directly to
+  // check the layout independently of the gateway's decoder.
+  { files: ['test/**/*.ts', 'native-bench/**/*.ts'], ignores: ['test/helpers/fuzz.ts'], rules: {
+    'no-restricted-imports': ['error', { paths: testRestrictions([]) }],
+  } },
+  { files: ['test/integration/kv-events/mock-publisher-wire.test.ts'], rules: {
+    'no-restricted-imports': ['error', { paths: testRestrictions(['@msgpack/msgpack']) }],
   } },
   { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
 );

@@ -8,6 +8,8 @@ import { SharedQuotaTable } from './quota/shared-quota-table.ts';
 import { tenantLimits, type QuotaStore } from './quota/types.ts';
 import { ReplicaRegistry } from './registry/replica-registry.ts';
 import { PrefixIndex } from './router/prefix-index.ts';
+import { EventsPrefixIndex } from './router/events-prefix-index.ts';
+import { KvEventsService } from './registry/kv-events/kv-events-service.ts';
 import { UpstreamClient } from './upstream/upstream-client.ts';
 import { UsageRecorder } from './usage/usage-recorder.ts';
 import type { Services } from './pipeline/services.ts';
@@ -38,6 +40,8 @@ export interface Gateway {
   readonly url: string;
   readonly services: Services;
   readonly registry: ReplicaRegistry;
+  /** The KV-event subscriber (routing.prefix_index: events), else null. */
+  readonly kvEvents: KvEventsService | null;
   readonly metrics: GatewayMetrics;
   readonly log: Logger;
   /** Completion requests in flight (the acceptor's count). */
@@ -75,7 +79,17 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const upstream = new UpstreamClient(cfg.upstream);
   const usage = UsageRecorder.fromConfig(cfg);
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
-  const prefixIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
+  const approximateIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
+  // routing.prefix_index: events: a subscriber thread keeps an exact index from the replicas' KV events; the
+  // router reads it for replicas whose stream is live and the approximate one for the rest.
+  let kvEvents: KvEventsService | null = null;
+  try {
+    kvEvents = await KvEventsService.start(cfg, registry, (message) => log.error({ component: 'kv-events' }, message));
+  } catch (err) {
+    await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close()]);
+    throw err;
+  }
+  const prefixIndex = kvEvents === null ? approximateIndex : new EventsPrefixIndex(approximateIndex.buffer, kvEvents.index.buffer);
   // Which replica stored each Responses API response (this thread's requests): kept across reloads.
   const responses = new ResponseOwners();
   const path = new RequestPath(cfg, {
@@ -84,6 +98,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   // A restarted replica's cache is empty: the router forgets what it believed the replica held, and the
   // responses it stored are gone.
   registry.onRestart((slot) => {
+    kvEvents?.restarted(slot);
     path.services.router.replicaReset(slot);
     responses.replicaRestarted(registry.replica(slot).id);
   });
@@ -93,6 +108,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     tokenizerQueueDepth: () => tokenizer.queueDepth(),
     prefixIndexEntries: () => prefixIndex.entries(),
     prefixIndexEvictions: () => prefixIndex.evictions(),
+    ...(kvEvents !== null ? { kvEvents: kvEvents.metricSources() } : {}),
   });
 
   // server.threads > 1: acceptor threads run the request path over this thread's registry, prefix index,
@@ -103,7 +119,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       ? await AcceptorGroup.start({ cfg, env, registry, prefixIndex, quota, sharedQuota, tokenizer, usage, metrics, log, logLevel: opts.logLevel ?? (log.level as LogLevel) })
       : await singleThread(cfg, path, registry, metrics);
   } catch (err) {
-    await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close()]);
+    await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), usage.close(), kvEvents?.close()]);
     throw err;
   }
   const port = front.port;
@@ -120,6 +136,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       return path.services;
     },
     registry,
+    kvEvents,
     metrics,
     log,
     get inflightCount() {
@@ -133,6 +150,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       // First, as it can fail (the shared table's headroom used up): the reload is then refused, nothing applied.
       sharedQuota?.assign(next.tenants.map(tenantLimits));
       registry.reload(next);
+      kvEvents?.sync(next);
       // Removed replicas: their connection pools close once the requests still on them finish.
       for (const url of gone) void upstream.forget(url);
       metrics.reconfigure(next);
@@ -146,7 +164,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       closed = true;
       await front.close(graceMs);
       await usage.close();
-      await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close()]);
+      await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), kvEvents?.close()]);
       metrics.close();
       await connections.close();
       log.flush();

@@ -26,10 +26,13 @@ import { nativeAdmission } from './native-admission/index.ts';
 import type { NativeAdmission, SimAdmission } from './native-admission/types.ts';
 import { buildPolicy } from './policies.ts';
 import type { AdmissionMode } from './run-types.ts';
+import type { SimKvEvents } from './sim-kv-events.ts';
 
 export interface SimGatewayOptions {
   /** `native`: the routed system's own admission (native-admission/); `expediter`: the gateway's AdmissionController. */
   admission: AdmissionMode;
+  /** `routing.prefix_index: events`: the run's exact index, which this gateway's index policies read. */
+  kvEvents?: SimKvEvents | null;
 }
 
 /** What the gateway needs from the simulated fleet: the engines (null while a replica is down) and their start times. */
@@ -88,7 +91,8 @@ export class SimGateway implements FleetView {
       this.table.write(slot, t.row);
       return t;
     });
-    this.router = new Router(buildPolicy(cfg, this), this);
+    const events = options.kvEvents ?? null;
+    this.router = events !== null ? events.router(cfg, this) : new Router(buildPolicy(cfg, this), this);
     this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     const native = options.admission === 'native' ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile }) : null;

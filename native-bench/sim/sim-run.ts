@@ -17,6 +17,7 @@ import { withPolicy } from './policies.ts';
 import { Prng } from './prng.ts';
 import type { AdmissionMode, FaultSpec, RunSpec } from './run-types.ts';
 import { SimGateway } from './sim-gateway.ts';
+import { SimKvEvents } from './sim-kv-events.ts';
 import { makeWorkload, parseWorkload, runDurationMs } from './workloads.ts';
 import type { SimRequest, Workload } from './workload-types.ts';
 
@@ -64,6 +65,8 @@ function slotEngineOptions(base: EngineOptions, seed: number, slot: number, erro
 
 export class FleetSim implements RequestSink {
   readonly clock = new VirtualClock(0);
+  /** routing.prefix_index: events: the engines' cache changes feeding the gateways' events index; else null. */
+  private readonly kvEvents: SimKvEvents | null;
   readonly engines: Array<MockEngine | null>;
   readonly startSeconds: Float64Array;
   readonly inflightTokens: Float64Array;
@@ -114,11 +117,15 @@ export class FleetSim implements RequestSink {
     };
     this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0));
     this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));
+    this.kvEvents = SimKvEvents.forConfig(cfg, n, this.engines[0]!.config.numGpuBlocks);
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
-    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: this.admissionMode }));
+    for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: this.admissionMode, kvEvents: this.kvEvents }));
+    // One feed from every engine's block pool: the anchors' own event-fed indexes and, with
+    // routing.prefix_index: events, the exact index kv-aware reads.
     for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
-    for (let slot = 0; slot < n; slot++) this.kvFeed.attach(slot, this.engines[slot]!);
+    if (this.kvEvents !== null) this.kvFeed.subscribe(this.kvEvents);
+    for (let slot = 0; slot < n; slot++) this.attachEngine(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
     // only after the first scrape of every replica).
     for (const gw of this.gateways) {
@@ -192,7 +199,13 @@ export class FleetSim implements RequestSink {
     this.startSeconds[slot] = EPOCH_SECONDS + this.clock.now() / 1000;
     const engine = new MockEngine(this.engineOptions[slot]!, this.clock);
     this.engines[slot] = engine;
+    this.attachEngine(slot, engine);
+  }
+
+  /** The engine now serving `slot` publishes its KV events; it starts empty, so the exact index is live at once. */
+  private attachEngine(slot: number, engine: MockEngine): void {
     this.kvFeed.attach(slot, engine);
+    this.kvEvents?.live(slot);
   }
 
   private scheduleArrival(): void {

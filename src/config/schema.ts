@@ -14,6 +14,8 @@ export const replicaSchema = z.strictObject({
   drain: z.boolean().default(false),
   /** Weight for baseline policies; 0 takes it out of rotation. */
   weight: z.number().min(0).default(1),
+  /** The replica's vLLM KV-event publisher (--kv-events-config endpoint), tcp://host:port; replay at port + 1. */
+  kv_events: z.string().regex(/^tcp:\/\/[^/\s]+:\d+$/, 'must be tcp://host:port').optional(),
 });
 
 /**
@@ -145,6 +147,15 @@ export const configSchema = z.strictObject({
     load_bound_epsilon: z.number().min(0).default(0.25),
     /** Prefix index entries (40 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),
+    /**
+     * `events`: replicas with `kv_events` are predicted from their engines' KV events (exact), falling back to
+     * the approximate index while a stream is silent, broken or resyncing. Read at start.
+     */
+    prefix_index: z.enum(['approximate', 'events']).default('approximate'),
+    /** Hash entries of the events-fed index (48 bytes each at 256 slots, shared by every thread). Read at start. */
+    kv_events_entries: z.number().int().min(8).default(1_048_576),
+    /** A live stream with no batch for this many scrape intervals while its engine computed KV is silent. */
+    kv_events_silence_scrapes: z.number().int().min(1).default(3),
     /** A prefix match of at most this many blocks (the chat template's opening) counts as cold. */
     cold_prefix_blocks: z.number().int().min(0).default(2),
     /** Cold placement hashes block min(cold_key_block, last full block) of the prompt (0-based). */

@@ -7,6 +7,7 @@ import type { IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ClientConnectionCounts } from './client-connections.ts';
 import type { BoundedLabel } from './labels.ts';
+import { defineKvEventsGauges, type KvEventsSource } from './kv-events-gauges.ts';
 
 /** Pulled at scrape time; each is optional and may be set or replaced at any time. */
 export interface MetricSources {
@@ -21,6 +22,8 @@ export interface MetricSources {
   prefixIndexEvictions?: () => number;
   /** Client connections on the listen port, from the kernel's socket tables (client-connections.ts). */
   clientConnections?: () => Promise<ClientConnectionCounts>;
+  /** The KV-event subscriber's per-replica figures (routing.prefix_index: events). */
+  kvEvents?: KvEventsSource;
 }
 
 export interface ScrapeGaugeContext {
@@ -97,6 +100,8 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
       evictionsSeen = total;
     },
   });
+
+  defineKvEventsGauges(reg, () => ctx.sources().kvEvents, ctx.replicas);
 
   // One read of the socket tables gives both states. A failed read leaves the family without samples.
   const conns: Gauge<'state'> = new Gauge({

@@ -9,7 +9,8 @@ import { KvEstimator } from '../router/kv-estimate.ts';
 import { WallClock } from '../util/clock.ts';
 import { Authenticator } from '../auth/authenticate.ts';
 import type { QuotaStore } from '../quota/types.ts';
-import { Router, createPolicy } from '../router/route.ts';
+import { APPROXIMATE_ONLY, INDEX_POLICIES, Router, createPolicy } from '../router/route.ts';
+import { EventsPrefixIndex } from '../router/events-prefix-index.ts';
 import type { FleetView, RoutingFeedback, RoutingPolicy } from '../router/types.ts';
 import type { PrefixIndex } from '../router/prefix-index.ts';
 import type { UpstreamClient } from '../upstream/upstream-client.ts';
@@ -77,7 +78,8 @@ export class RequestPath {
 
   private newRouter(c: GatewayConfig): Router {
     const p = this.parts;
-    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry, this.stalls);
+    const index = !INDEX_POLICIES.has(c.routing.policy) ? null : p.prefixIndex instanceof EventsPrefixIndex ? p.prefixIndex : APPROXIMATE_ONLY;
+    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry, this.stalls, index);
   }
 
   private build(c: GatewayConfig, router: Router): Services {

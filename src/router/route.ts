@@ -45,19 +45,32 @@ export interface ReplicaHolds {
   held(slot: number): boolean;
 }
 
+/** Which prefix index answered a slot's lookup (PrefixIndex: always approximate; EventsPrefixIndex: per slot). */
+export interface IndexSource {
+  servedBy(slot: number): 'events' | 'approximate';
+}
+
+/** The approximate index alone serves every lookup. */
+export const APPROXIMATE_ONLY: IndexSource = { servedBy: () => 'approximate' };
+
+/** Policies that read the prefix index (their route header says which index served). */
+export const INDEX_POLICIES: ReadonlySet<string> = new Set(['kv-aware', 'llm-d', 'sglang', 'dynamo']);
+
 export class Router {
   readonly policy: RoutingPolicy & RoutingFeedback;
   private readonly fleet: FleetView;
   private readonly holds: ReplicaHolds | null;
+  private readonly index: IndexSource | null;
   /** Reused across calls: route() is synchronous, so one scratch array per router is safe. */
   private readonly eligible: number[] = [];
   private readonly resident: number[] = [];
   private readonly heldOut: number[] = [];
 
-  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView, holds: ReplicaHolds | null = null) {
+  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView, holds: ReplicaHolds | null = null, index: IndexSource | null = null) {
     this.policy = policy;
     this.fleet = fleet;
     this.holds = holds;
+    this.index = index;
   }
 
   /** Routes one request. The Decision is fresh per call (≈ 80 B): the pipeline keeps it for the feedback hooks. */
@@ -122,6 +135,7 @@ export class Router {
     if (!Number.isNaN(d.predictedTtftMs)) h += `; predicted_ttft_ms=${Math.round(d.predictedTtftMs)}`;
     if (!Number.isNaN(d.kvAfter)) h += `; kv_after=${d.kvAfter.toFixed(2)}`;
     h += `; why=${d.why}`;
+    if (this.index !== null) h += `; index=${this.index.servedBy(d.slot)}`;
     return h + policy.describe(d.slot, req, this.fleet);
   }
 }

@@ -13,6 +13,7 @@ import type { QuotaStore, TenantLimits } from '../quota/types.ts';
 import type { SharedQuotaTable } from '../quota/shared-quota-table.ts';
 import type { ReplicaRegistry } from '../registry/replica-registry.ts';
 import type { PrefixIndex } from '../router/prefix-index.ts';
+import { EventsPrefixIndex } from '../router/events-prefix-index.ts';
 import type { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import type { PromptWork, ReplyWork } from '../tokenize/types.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
@@ -72,6 +73,7 @@ export class AcceptorGroup {
       const group = new AcceptorGroup(o, port, [], new Int32Array(inflightBuffer));
       const base: Omit<AcceptorWorkerData, 'index'> = {
         cfg, env: o.env, port, tableBuffer: registry.table.buffer, ledgerBuffer: registry.ledger.buffer, prefixBuffer: o.prefixIndex.buffer,
+        ...(o.prefixIndex instanceof EventsPrefixIndex ? { eventsBuffer: o.prefixIndex.events.buffer } : {}),
         inflightBuffer, membership: registry.membership(), metricsChannel: o.metrics.workerChannel, logLevel: o.logLevel,
         remotePool: o.tokenizer.runner !== null,
         sharedQuota: o.sharedQuota !== null ? { desc: o.sharedQuota.descriptor, slots: o.sharedQuota.slotMap() } : null,

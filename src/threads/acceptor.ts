@@ -13,6 +13,7 @@ import { GatewayMetrics } from '../metrics/metrics.ts';
 import type { MetricsChannelMessage } from '../metrics/worker-metrics.ts';
 import { RegistryMirror } from '../registry/registry-mirror.ts';
 import { PrefixIndex } from '../router/prefix-index.ts';
+import { EventsPrefixIndex } from '../router/events-prefix-index.ts';
 import { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import { UpstreamClient } from '../upstream/upstream-client.ts';
 import { UsageRecorder } from '../usage/usage-recorder.ts';
@@ -45,7 +46,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
   const responses = new ResponseOwners();
   responses.share(`${data.metricsChannel}:responses`);
   const path = new RequestPath(cfg, {
-    env: data.env, registry, prefixIndex: new PrefixIndex(data.prefixBuffer), quota: shared ?? new RemoteQuotaStore(caller), tokenizer, upstream,
+    env: data.env, registry, prefixIndex: data.eventsBuffer !== undefined ? new EventsPrefixIndex(data.prefixBuffer, data.eventsBuffer) : new PrefixIndex(data.prefixBuffer), quota: shared ?? new RemoteQuotaStore(caller), tokenizer, upstream,
     usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(out)] : []), responses, metrics, log,
   });
   registry.onRestart((slot) => {

@@ -16,6 +16,8 @@ export interface AcceptorWorkerData {
   tableBuffer: SharedArrayBuffer;
   ledgerBuffer: SharedArrayBuffer;
   prefixBuffer: SharedArrayBuffer;
+  /** The KV-events index (routing.prefix_index: events): lookups of live replicas are answered from it. */
+  eventsBuffer?: SharedArrayBuffer;
   /** Int32 per acceptor: its completion requests in flight (Gateway.inflightCount sums them). */
   inflightBuffer: SharedArrayBuffer;
   membership: MembershipSnapshot;

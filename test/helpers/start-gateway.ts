@@ -72,7 +72,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
         const id = `${pool.id}-${i + 1}`;
         const r = await startMockReplica({ model: pool.model, ...mockOpts });
         replicas.set(id, r);
-        reps.push({ id, url: r.url, ...(configAdapters ? { adapters: configAdapters } : {}) });
+        reps.push({ id, url: r.url, ...(configAdapters ? { adapters: configAdapters } : {}), ...(mockOpts.kvEvents !== undefined ? { kv_events: mockOpts.kvEvents } : {}) });
       }
       for (const [j, url] of (opts.externalReplicas?.[pool.id] ?? []).entries()) reps.push({ id: `${pool.id}-x${j + 1}`, url });
       poolCfgs.push({

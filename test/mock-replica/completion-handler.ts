@@ -11,7 +11,7 @@ import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
 import { PacedWriter } from './paced-writer.ts';
 import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
-import { outputBlockHashes } from './reply-hashes.ts';
+import { outputBlockHashes, sequenceTokenIds } from './reply-hashes.ts';
 import type { ReplicaMetrics } from './replica-metrics.ts';
 import { DONE_FRAME, StreamFrames, completionId, errorFrame, fullResponseBody } from './sse-frames.ts';
 import { ErrorType, VllmError, badRequest, maxTokensTooLarge, modelNotFound, promptTooLong } from './vllm-errors.ts';
@@ -40,6 +40,8 @@ export interface HandlerContext {
   adapters: ReadonlySet<string>;
   /** Ids of requests in the engine right now, so a reused X-Request-Id does not collide. */
   activeIds: Set<string>;
+  /** A KV-event publisher listens: engine specs carry the sequence's token ids. */
+  kvEvents?: boolean;
 }
 
 export function sendJson(res: ServerResponse, status: number, body: string): void {
@@ -201,6 +203,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   ctx.engine.add({
     id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter,
     outputBlockHashes: outputBlockHashes(prompt, plan, ctx.blockSize, adapter),
+    tokenIds: ctx.kvEvents === true ? sequenceTokenIds(prompt, plan) : undefined,
   }, events);
   ctx.activeIds.add(base);
   ctx.metrics.observeMaxTokens(maxTokens);

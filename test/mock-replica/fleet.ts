@@ -5,7 +5,8 @@
 //
 // Per replica: --model pool.model, --profile pool.mock_profile, --max-model-len pool.max_context_tokens,
 // --block-size pool.block_size, --max-loras pool.mock_max_loras (when set), --lora for each of
-// replica.adapters ?? pool.adapters (LoRA enabled when the pool has adapters or mock_max_loras).
+// replica.adapters ?? pool.adapters (LoRA enabled when the pool has adapters or mock_max_loras), --kv-events
+// replica.kv_events (when set).
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../../src/config/load.ts';
@@ -55,6 +56,7 @@ export function fleetReplicaArgs(cfg: GatewayConfig, opts: FleetOptions = {}): A
       if (pool.mock_max_loras !== undefined) args.push('--max-loras', String(pool.mock_max_loras));
       else if (adapters.length > 0) args.push('--max-loras', '1');
       for (const a of adapters) args.push('--lora', a);
+      if (replica.kv_events !== undefined) args.push('--kv-events', replica.kv_events);
       if (opts.timeScale !== undefined) args.push('--time-scale', String(opts.timeScale));
       if (opts.legacyMetrics) args.push('--legacy-metrics');
       args.push(...(opts.extraArgs ?? []));

@@ -19,6 +19,8 @@ export interface MockOptions extends EngineOptions {
   legacyMetrics?: boolean;
   /** Expose vllm:lora_requests_info even with no adapter (true when maxLoras or loras are given). */
   enableLora?: boolean;
+  /** Publish vLLM's KV events: PUB bound at this tcp://HOST:PORT, replay ROUTER at the next port. */
+  kvEvents?: string;
 }
 
 export const DEFAULT_MODEL = 'meta-llama/Llama-3.1-8B-Instruct';

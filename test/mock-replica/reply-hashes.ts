@@ -47,3 +47,11 @@ export function outputBlockHashes(prompt: EncodedPrompt, plan: OutputPlan, block
   const parent = fullBlocks > 0 ? prompt.blockHashes[fullBlocks - 1]! : null;
   return blockHashesOfParts([tail, outputTokenIds(plan, plan.outputTokens - 1)], 0, blockSize, adapter, parent);
 }
+
+/** The prompt's ids then the output's: EngineRequestSpec.tokenIds, for the blocks a KV event reports. */
+export function sequenceTokenIds(prompt: EncodedPrompt, plan: OutputPlan): Uint32Array {
+  const out = new Uint32Array(prompt.tokens.length + plan.outputTokens);
+  out.set(prompt.tokens);
+  out.set(outputTokenIds(plan), prompt.tokens.length);
+  return out;
+}

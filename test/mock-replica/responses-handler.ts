@@ -13,7 +13,7 @@ import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
 import { PacedWriter } from './paced-writer.ts';
 import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
-import { outputBlockHashes } from './reply-hashes.ts';
+import { outputBlockHashes, sequenceTokenIds } from './reply-hashes.ts';
 import { ResponseEvents, outputMessage, responseObject, type ResponseEcho, type ResponseStatus, type ResponsesUsage } from './responses-frames.ts';
 import { ErrorType, VllmError, badRequest, modelNotFound, validationError } from './vllm-errors.ts';
 
@@ -230,6 +230,7 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
   ctx.engine.add({
     id: engineId, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter,
     outputBlockHashes: outputBlockHashes(prompt, plan, ctx.blockSize, adapter),
+    tokenIds: ctx.kvEvents === true ? sequenceTokenIds(prompt, plan) : undefined,
   }, events);
   ctx.metrics.observeMaxTokens(maxTokens);
   if (r.background) return sendJson(res, 200, JSON.stringify(store.get(echo.id)!.response));

@@ -12,6 +12,7 @@ import { FaultState } from './faults.ts';
 import { RealClock } from './engine/clocks.ts';
 import { MockEngine } from './engine/engine.ts';
 import { DEFAULT_MODEL, type MockOptions } from './options.ts';
+import { KvEventPublisher } from './kv-events/publisher.ts';
 import { initPromptTokens, promptTokens } from './prompt-tokens.ts';
 import { ReplicaMetrics } from './replica-metrics.ts';
 import { ResponsesStore, cancelResponse, createResponse, retrieveResponse } from './responses-handler.ts';
@@ -24,6 +25,8 @@ export interface MockReplica {
   url: string;
   port: number;
   engine: MockEngine;
+  /** The KV-event publisher (`kvEvents` option), else null. */
+  kvEvents: KvEventPublisher | null;
   close(): Promise<void>;
 }
 
@@ -96,6 +99,16 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     loraEnabled,
     legacyMetrics: opts.legacyMetrics ?? false,
   });
+  let kvEvents: KvEventPublisher | null = null;
+  if (opts.kvEvents !== undefined) {
+    try {
+      kvEvents = await KvEventPublisher.start(opts.kvEvents, blockSize);
+    } catch (err) {
+      engine.close();
+      throw new Error(`cannot bind the KV-event publisher at ${opts.kvEvents}: ${(err as Error).message}`);
+    }
+    engine.setBlockEvents(kvEvents);
+  }
   const faults = new FaultState();
   const responses = new ResponsesStore();
   const createdSeconds = Math.floor(Date.now() / 1000);
@@ -108,6 +121,7 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     metrics,
     adapters,
     activeIds: new Set(),
+    kvEvents: kvEvents !== null,
   };
 
   const modelCard = (id: string, root: string, parent: string | null, maxLen: number | null): Record<string, unknown> => ({
@@ -269,7 +283,29 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       if (err !== null) return sendError(res, badRequest(err));
       return sendJson(res, 200, JSON.stringify(faults.current()));
     }
+    if (path === '/_mock/kv_events') return kvEventsHook(method, req, res);
     return detail(res, 404, 'Not Found');
+  }
+
+  /** GET: the publisher's state; POST {"skip": N} withholds the next N batches, {"publisher": "stop"|"start"} closes / rebinds it. */
+  async function kvEventsHook(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const state = (p: KvEventPublisher): string => JSON.stringify({
+      endpoint: p.endpoint, replay_endpoint: p.replayEndpoint, publishing: p.publishing, batches: p.batches, skip: p.skip,
+    });
+    if (kvEvents === null) return detail(res, 404, 'KV events are off (start with --kv-events tcp://HOST:PORT)');
+    if (method === 'GET') return sendJson(res, 200, state(kvEvents));
+    if (method !== 'POST') return detail(res, 405, 'Method Not Allowed');
+    const raw = await readBody(req);
+    if (raw === null) return;
+    const body = parseJsonObject(raw);
+    if (body === null) return sendError(res, badRequest('body is not a JSON object'));
+    const { skip, publisher } = body;
+    if (skip !== undefined && !(Number.isInteger(skip) && (skip as number) >= 0)) return sendError(res, badRequest('skip must be an integer >= 0'));
+    if (publisher !== undefined && publisher !== 'stop' && publisher !== 'start') return sendError(res, badRequest('publisher must be "stop" or "start"'));
+    if (skip !== undefined) kvEvents.skip = skip as number;
+    if (publisher === 'stop') await kvEvents.close();
+    if (publisher === 'start') await kvEvents.open();
+    return sendJson(res, 200, state(kvEvents));
   }
 
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS }, (req, res) => {
@@ -291,8 +327,10 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     url: `http://${urlHost}:${port}`,
     port,
     engine,
+    kvEvents,
     close: async () => {
       engine.close();
+      await kvEvents?.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

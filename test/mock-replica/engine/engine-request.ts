@@ -16,6 +16,8 @@ export class EngineRequest {
   events: EngineRequestEvents;
   private promptHashes: ArrayLike<number>;
   private outputHashes: ArrayLike<number>;
+  /** The sequence's token ids (spec.tokenIds), for KV events; null without them or once closed. */
+  tokenIds: ArrayLike<number> | null;
   readonly adapter: string | null;
   readonly promptTokens: number;
   readonly outputTokens: number;
@@ -48,6 +50,7 @@ export class EngineRequest {
     this.id = spec.id;
     this.events = events;
     this.promptHashes = spec.blockHashes;
+    this.tokenIds = spec.tokenIds ?? null;
     this.finishReason = spec.finishReason;
     this.adapter = spec.adapter;
     this.promptTokens = spec.promptTokens;
@@ -75,6 +78,7 @@ export class EngineRequest {
     this.events = NO_EVENTS;
     this.promptHashes = NO_HASHES;
     this.outputHashes = NO_HASHES;
+    this.tokenIds = null;
     this.syntheticHashes.length = 0;
   }
 

@@ -13,7 +13,7 @@ import { perturbedProfile, PROFILES, resolveConfig, stepDurationMs, type BatchSh
 import { SeededRandom } from '../../../src/router/seeded-random.ts';
 import type { EngineCounters, EngineStats } from './stats.ts';
 import { StatsRecorder } from './stats-recorder.ts';
-import type { Clock, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
+import type { Clock, EngineBlockEvents, EngineConfig, EngineOptions, EngineRequestEvents, EngineRequestSpec, EngineSnapshot } from './types.ts';
 
 /** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
 const CATCH_UP_LIMIT_MS = 20;
@@ -37,6 +37,10 @@ export class MockEngine {
   private readonly adapters = new Set<string>();
   /** Adapters resident in a GPU LoRA slot → step of last admission (LRU). Moving one in costs adapterLoadMs. */
   private readonly gpuAdapters = new Map<string, number>();
+
+  /** Told of every block cached and evicted (the KV-event publisher); null = nobody listens. */
+  private blockEvents: EngineBlockEvents | null = null;
+  private kvListener: BlockPoolListener | null = null;
 
   private stepTimer: unknown = null;
   private inStepEnd = false;
@@ -68,11 +72,34 @@ export class MockEngine {
   }
 
   /**
-   * Who hears the prefix cache's stores and evictions (the KV events vLLM would publish); null = nobody.
-   * A listener costs one call per cached or evicted block.
+   * Who hears the prefix cache's stores and evictions as bare hashes (the simulator's event feed); null =
+   * nobody. A listener costs one call per cached or evicted block.
    */
   setKvListener(listener: BlockPoolListener | null): void {
-    this.pool.listener = listener;
+    this.kvListener = listener;
+    this.wirePool();
+  }
+
+  /**
+   * Reports every block the prefix cache stores (with its parent hash, tokens and adapter) and evicts, as
+   * vLLM's BlockStored / BlockRemoved do (the mock's KV-event publisher). null stops the reports.
+   */
+  setBlockEvents(listener: EngineBlockEvents | null): void {
+    this.blockEvents = listener;
+    this.wirePool();
+  }
+
+  /** The pool's one listener serves both hearers: stores reach blockEvents from the engine, with context. */
+  private wirePool(): void {
+    const kv = this.kvListener;
+    const be = this.blockEvents;
+    if (be === null) {
+      this.pool.listener = kv;
+      return;
+    }
+    this.pool.listener = kv === null
+      ? { stored() {}, removed: (hash) => be.removed(hash) }
+      : { stored: (hash, block) => kv.stored(hash, block), removed: (hash, block) => { kv.removed(hash, block); be.removed(hash); } };
   }
 
   /** Engine steps run so far. */
@@ -359,7 +386,11 @@ export class MockEngine {
     }
     // vLLM caches full blocks at allocation time, as soon as the tokens that fill them are scheduled.
     const fullBlocks = Math.floor(b / this.config.blockSize);
-    for (let i = req.numHashedBlocks; i < fullBlocks; i++) this.pool.cacheBlock(req.blockIds[i]!, req.blockHash(i));
+    const events = this.blockEvents;
+    for (let i = req.numHashedBlocks; i < fullBlocks; i++) {
+      const hash = req.blockHash(i);
+      if (this.pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
+    }
     if (fullBlocks > req.numHashedBlocks) req.numHashedBlocks = fullBlocks;
   }
 

@@ -59,6 +59,26 @@ export interface EngineRequestSpec {
    * blocks past its end: synthetic hashes salted per request, which only that request's recompute can hit.
    */
   outputBlockHashes?: ArrayLike<number>;
+  /**
+   * The sequence's token ids: the prompt's, then the planned output's (tokenIds[i] is token i), so that a KV
+   * event can carry each cached block's tokens as vLLM's BlockStored does. Absent: events carry none.
+   */
+  tokenIds?: ArrayLike<number>;
+}
+
+/**
+ * Told of every change to the prefix cache, with the context vLLM's KV events carry (MockEngine.setBlockEvents).
+ * One call per block cached or evicted while set.
+ */
+export interface EngineBlockEvents {
+  /**
+   * A block entered the prefix cache under `hash`: block `index` of a request's sequence, chained from
+   * `parentHash` (null for block 0); its tokens are tokens[index·blockSize, (index+1)·blockSize) when tokens
+   * is not null.
+   */
+  stored(hash: number, parentHash: number | null, tokens: ArrayLike<number> | null, index: number, adapter: string | null): void;
+  /** The block cached under `hash` was evicted (its block reallocated). */
+  removed(hash: number): void;
 }
 
 export interface EngineRequestEvents {

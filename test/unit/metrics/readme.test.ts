@@ -26,6 +26,11 @@ async function rendered(): Promise<Map<string, string>> {
       inflight: () => 1, tokenizerQueueDepth: () => 0, replicaUp: () => [['8b-1', 1]],
       replicaStalenessSeconds: () => [['8b-1', 0.1]], kvOccupancy: () => [['8b', 0.5]], admissionQueueDepth: () => [['8b', 2]],
       clientConnections: async () => ({ accepted: 3, queued: 1 }),
+      kvEvents: {
+        counters: () => [{ replica: '8b-1', events: 5, gaps: 1, replays: 2, replayed: 1, unmapped: 0 }],
+        fallbacks: () => [{ replica: '8b-1', reason: 'silent', count: 1 }],
+        lagSeconds: () => [['8b-1', 0.002]], live: () => [['8b-1', 1]], blocks: () => [['8b-1', 40]],
+      },
     });
     scriptedRun(m);
     m.thread.tokenizeInline.observe(0.001);

@@ -1,0 +1,56 @@
+// KV events in the simulator: with `routing.prefix_index: events` in the gateway config, every engine's prefix
+// cache changes go straight (through the run's KvEventFeed) into one exact events index (src/registry/kv-events/events-index.ts) as its block
+// pool stores and evicts, and each simulated gateway's router reads it through EventsPrefixIndex, as the live
+// gateway does for replicas whose stream is live. The simulated engines key blocks with the gateway's own
+// hashes (no token ids to rebuild them from), and events arrive with no lag: this is the index a subscriber
+// keeps when its streams are healthy, shared by every simulated gateway (each live gateway's is identical).
+// A killed replica's entries are dropped (its stream breaks, so it falls back to the approximate index); a
+// restarted one starts empty and live.
+// Thread: the run's. Per cached or evicted block: one index write.
+import type { GatewayConfig } from '../../src/config/schema.ts';
+import { EventsIndex, StreamState } from '../../src/registry/kv-events/events-index.ts';
+import { EventsPrefixIndex } from '../../src/router/events-prefix-index.ts';
+import { PrefixIndex } from '../../src/router/prefix-index.ts';
+import { INDEX_POLICIES, Router, createPolicy } from '../../src/router/route.ts';
+import type { FleetView } from '../../src/router/types.ts';
+import type { KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
+
+export class SimKvEvents implements KvEventSink {
+  readonly index: EventsIndex;
+
+  constructor(slots: number, blocksPerReplica: number) {
+    // Twice the blocks the fleet can hold: distinct hashes never exceed it, and the probe window stays short.
+    this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots });
+  }
+
+  /** `routing.prefix_index: events` → the feed for a pool of `slots` engines of `blocksPerReplica` blocks; else null. */
+  static forConfig(cfg: GatewayConfig, slots: number, blocksPerReplica: number): SimKvEvents | null {
+    return cfg.routing.prefix_index === 'events' ? new SimKvEvents(slots, blocksPerReplica) : null;
+  }
+
+  /** The slot's (new) engine reports its cache from now on (through the run's KvEventFeed); it starts empty, so its index is exact at once. */
+  live(slot: number): void {
+    this.index.clearSlot(slot);
+    this.index.setState(slot, StreamState.Live);
+  }
+
+  stored(slot: number, hash: number): void {
+    this.index.add(slot, hash);
+  }
+
+  removed(slot: number, hash: number): void {
+    this.index.remove(slot, hash);
+  }
+
+  /** The slot's engine died: nothing more comes from it. */
+  cleared(slot: number): void {
+    this.index.clearSlot(slot);
+    this.index.setState(slot, StreamState.Fallback);
+  }
+
+  /** A gateway's router over `fleet` whose index policies read the events index for live slots. */
+  router(cfg: GatewayConfig, fleet: FleetView): Router {
+    const index = new EventsPrefixIndex(new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: this.index.slots }).buffer, this.index.buffer);
+    return new Router(createPolicy(cfg, fleet, index), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null);
+  }
+}

@@ -1,0 +1,59 @@
+// The exact events-fed index: membership per slot, the longest consecutive run per candidate stopping at the
+// first missing block (as the engine's lookup does, holes included), bitmaps past 32 slots, freed ways, and
+// a full index refusing an add.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { EventsIndex } from '../../../src/registry/kv-events/events-index.ts';
+
+const chain = (n: number, base: number): Float64Array => Float64Array.from({ length: n }, (_, i) => base * 1_000_003 + i * 7919 + 1);
+
+test('lookup: each candidate stops at its first missing block, a hole included', () => {
+  const ix = new EventsIndex({ entries: 1024, slots: 8 });
+  const h = chain(10, 1);
+  for (const b of h) ix.add(0, b);
+  h.forEach((b, i) => { if (i !== 4) ix.add(1, b); });
+  for (const b of h.subarray(0, 2)) ix.add(2, b);
+  const out = new Int32Array(4);
+  assert.equal(ix.lookup(h, [0, 1, 2, 3], out), 10);
+  assert.deepEqual([...out], [10, 4, 2, 0], 'slot 1 holds blocks 5-9 but not 4: the engine stops at 4');
+  ix.remove(0, h[2]!);
+  ix.lookup(h, [0, 1], out);
+  assert.deepEqual([...out.subarray(0, 2)], [2, 4]);
+  assert.equal(ix.holds(1, h[3]!), true);
+  assert.equal(ix.holds(1, h[4]!), false);
+});
+
+test('bitmaps span several words: slots 5, 40 and 70 are told apart', () => {
+  const ix = new EventsIndex({ entries: 256, slots: 96 });
+  const h = chain(6, 2);
+  for (const b of h) ix.add(40, b);
+  for (const b of h.subarray(0, 3)) ix.add(70, b);
+  const out = new Int32Array(3);
+  ix.lookup(h, [5, 40, 70], out);
+  assert.deepEqual([...out], [0, 6, 3]);
+});
+
+test('a way is freed when its last holder leaves; a full index refuses an add and counts it', () => {
+  const ix = new EventsIndex({ entries: 8, slots: 2 }); // the minimum: 8 buckets of 8, 64 entries
+  const h = chain(100, 3);
+  let refused = 0;
+  for (const b of h) if (!ix.add(0, b)) refused++;
+  assert.ok(refused > 0, 'more hashes than entries');
+  assert.equal(ix.overflows(), refused);
+  assert.equal(ix.entries(), 100 - refused);
+  for (const b of h) ix.remove(0, b);
+  assert.equal(ix.entries(), 0, 'every way freed');
+  assert.equal(ix.add(1, h[0]!), true);
+});
+
+test('a second view over the same buffer (another thread) sees the writer\'s state', () => {
+  const ix = new EventsIndex({ entries: 64, slots: 4 });
+  const reader = new EventsIndex(ix.buffer);
+  const h = chain(3, 4);
+  for (const b of h) ix.add(3, b);
+  ix.setState(3, 1);
+  const out = new Int32Array(1);
+  assert.equal(reader.lookup(h, [3], out), 3);
+  assert.equal(reader.isLive(3), true);
+  assert.equal(reader.isLive(2), false);
+});
