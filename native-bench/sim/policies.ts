@@ -4,6 +4,7 @@
 // (each gateway gets its own prefix index and learned rates, as separate gateway processes would).
 // Thread: the run's. Setup only.
 import { configSchema, type GatewayConfig } from '../../src/config/schema.ts';
+import type { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RoutingFeedback, RoutingPolicy } from '../../src/router/types.ts';
 
@@ -19,6 +20,6 @@ export function withPolicy(cfg: GatewayConfig, name: string): GatewayConfig {
 }
 
 /** One gateway's policy instance over its own fleet view. */
-export function buildPolicy(cfg: GatewayConfig, fleet: FleetView): RoutingPolicy & RoutingFeedback {
-  return createPolicy(cfg, fleet);
+export function buildPolicy(cfg: GatewayConfig, fleet: FleetView, gpu?: GpuTimeModel): RoutingPolicy & RoutingFeedback {
+  return createPolicy(cfg, fleet, undefined, gpu);
 }

@@ -15,6 +15,7 @@ import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.t
 import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
 import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
+import { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
@@ -42,6 +43,8 @@ export class SimGateway implements FleetView {
   readonly router: Router;
   readonly admission: AdmissionController;
   readonly kv: KvEstimator;
+  /** The GPU-time model admission and kv-aware share, fed by the router's feedback. */
+  readonly gpu: GpuTimeModel;
   readonly pool: SimPool;
   private readonly clock: VirtualClock;
   private readonly table: ReplicaTableWriter;
@@ -73,10 +76,11 @@ export class SimGateway implements FleetView {
       this.table.write(slot, t.row);
       return t;
     });
-    this.router = new Router(buildPolicy(cfg, this), this);
+    this.gpu = new GpuTimeModel(cfg.pools, this, cfg.admission.stale_ms);
+    this.router = new Router(buildPolicy(cfg, this, this.gpu), this, null, this.gpu);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     this.admission = new AdmissionController({
-      fleet: this, kv: this.kv, router: this.router, clock,
+      fleet: this, kv: this.kv, gpu: this.gpu, router: this.router, clock,
       cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
     });
   }

@@ -15,10 +15,10 @@ export class CandidateTable {
   /** The prefill part of ttftMs, and the tokens of prefill work it covers (queue ahead + own uncached). */
   readonly prefillMs: Float64Array;
   readonly workTokens: Float64Array;
-  /** Decode step once this request joins the batch (what every running sequence's TPOT becomes). */
+  /** Predicted TPOT of the batch once this request joins it: decode step / (1 − prefill share of GPU time). */
   readonly stepMs: Float64Array;
   readonly adapterMs: Float64Array;
-  /** The TTFT this request may be given there: max(ttft target, 1.25 × its own prefill on an idle replica). */
+  /** The TTFT this request may be given: its tier's (or the pool's target), at least 1.25 × its idle TTFT when over 4,000 tokens. */
   readonly budgetMs: Float64Array;
   /** KV use after this request's new blocks, 0..1; NaN when the replica's num_gpu_blocks is unknown. */
   readonly kvAfter: Float64Array;

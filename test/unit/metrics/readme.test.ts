@@ -26,8 +26,11 @@ async function rendered(): Promise<Map<string, string>> {
       inflight: () => 1, tokenizerQueueDepth: () => 0, replicaUp: () => [['8b-1', 1]],
       replicaStalenessSeconds: () => [['8b-1', 0.1]], kvOccupancy: () => [['8b', 0.5]], admissionQueueDepth: () => [['8b', 2]],
       clientConnections: async () => ({ accepted: 3, queued: 1 }),
+      gpuPrefillRate: () => [['8b-1', 11_000]], gpuDecodeBase: () => [['8b-1', 0.0105]], gpuDecodePerSeq: () => [['8b-1', 0.000025]],
     });
     scriptedRun(m);
+    m.shed('8b', 'arrival');
+    m.ttftPrediction('8b', 110, 100);
     m.thread.tokenizeInline.observe(0.001);
     m.thread.scrapeSeconds.observe(0.01);
     m.thread.scrapes.ok.inc();
