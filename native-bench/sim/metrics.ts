@@ -43,6 +43,14 @@ export interface RunFigures {
   tpotP95: number;
   shedAnswerP99: number;
   kvOccupancyMean: number;
+  /** Admitted requests (answered by a replica) and how many of them met their SLO. */
+  admittedAnswered: number;
+  admittedMet: number;
+  /** Sheds decided at arrival (not after waiting in the queue). */
+  shedAtArrival: number;
+  /** |predicted − measured| / measured of the GPU-time model's TTFT at admission (from dispatch), p50 and p90. */
+  ttftPredErrP50: number;
+  ttftPredErrP90: number;
   preemptions: number;
   hitMeasured: number;
   hitPredicted: number;
@@ -59,6 +67,10 @@ export class RunMetrics {
   private readonly ttft: number[] = [];
   private readonly tpot: number[] = [];
   private readonly shedAnswer: number[] = [];
+  private readonly predErr: number[] = [];
+  admittedAnswered = 0;
+  admittedMet = 0;
+  shedAtArrival = 0;
   private promptTokens = 0;
   private cachedTokens = 0;
   private predictedTokens = 0;
@@ -74,19 +86,33 @@ export class RunMetrics {
    * its stream was cut by a dying replica (an error, never within the SLO).
    */
   record(profile: ProfileName, promptTokens: number, ttftMs: number, tpotMs: number, finished: boolean, broken: boolean,
-    cachedTokens: number, predictedTokens: number): void {
+    cachedTokens: number, predictedTokens: number): boolean {
     if (finished) this.completed++;
-    if (Number.isNaN(ttftMs)) return;
+    if (Number.isNaN(ttftMs)) return false;
     this.ttft.push(ttftMs);
     if (finished) this.tpot.push(tpotMs);
     this.promptTokens += promptTokens;
     this.cachedTokens += cachedTokens;
     this.predictedTokens += predictedTokens;
-    if (!broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS) this.met++;
+    const met = !broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS;
+    if (met) this.met++;
+    return met;
   }
 
-  recordShed(answerMs: number): void {
+  /** An admitted request's outcome: admission expected it to meet its SLO. */
+  recordAdmitted(met: boolean): void {
+    this.admittedAnswered++;
+    if (met) this.admittedMet++;
+  }
+
+  /** The model's TTFT prediction at admission against the engine's (both from dispatch). */
+  recordPrediction(predictedMs: number, measuredMs: number): void {
+    if (measuredMs > 0 && Number.isFinite(predictedMs)) this.predErr.push(Math.abs(predictedMs - measuredMs) / measuredMs);
+  }
+
+  recordShed(answerMs: number, atArrival: boolean): void {
     this.shed++;
+    if (atArrival) this.shedAtArrival++;
     this.shedAnswer.push(answerMs);
   }
 
@@ -114,6 +140,11 @@ export class RunMetrics {
       tpotP95: percentile(sorted(this.tpot), 0.95),
       shedAnswerP99: percentile(sorted(this.shedAnswer), 0.99),
       kvOccupancyMean: this.kvSamples > 0 ? this.kvSum / this.kvSamples : Number.NaN,
+      admittedAnswered: this.admittedAnswered,
+      admittedMet: this.admittedMet,
+      shedAtArrival: this.shedAtArrival,
+      ttftPredErrP50: percentile(sorted(this.predErr), 0.5),
+      ttftPredErrP90: percentile(sorted(this.predErr), 0.9),
       preemptions: this.preemptions,
       hitMeasured: this.promptTokens > 0 ? this.cachedTokens / this.promptTokens : Number.NaN,
       hitPredicted: this.promptTokens > 0 ? this.predictedTokens / this.promptTokens : Number.NaN,

@@ -34,6 +34,9 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
     preemptions: f.preemptions,
     prefix_hit_rate: { measured: round(f.hitMeasured, 4), predicted: round(f.hitPredicted, 4) },
     inflight_tokens_max_over_mean: round(f.inflightMaxOverMean, 3),
+    admitted_within_slo: round(f.admittedAnswered > 0 ? f.admittedMet / f.admittedAnswered : Number.NaN, 4),
+    shed_at_arrival: f.shedAtArrival,
+    ttft_prediction: { median_abs_error_pct: round(f.ttftPredErrP50 * 100, 1), p90_abs_error_pct: round(f.ttftPredErrP90 * 100, 1) },
   };
 }
 

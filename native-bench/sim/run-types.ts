@@ -50,6 +50,12 @@ export interface RunJson {
   preemptions: number;
   prefix_hit_rate: { measured: number | null; predicted: number | null };
   inflight_tokens_max_over_mean: number | null;
+  /** Share of admitted requests that met their SLO (admission admits only what the GPU-time model expects to). */
+  admitted_within_slo: number | null;
+  /** Sheds decided at arrival (the rest waited in the queue until their deadline). */
+  shed_at_arrival: number;
+  /** The GPU-time model's TTFT prediction at admission against the engine's, absolute error in % of the engine's. */
+  ttft_prediction: { median_abs_error_pct: number | null; p90_abs_error_pct: number | null };
 }
 
 export interface RunOutput {

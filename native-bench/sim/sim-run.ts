@@ -225,7 +225,7 @@ export class FleetSim implements RequestSink {
         return;
       case 'rejected':
         if (o.shed === null) break; // context_length_exceeded: a request the pool can never hold
-        if (lr.measured) this.metrics.recordShed(o.queuedMs);
+        if (lr.measured) this.metrics.recordShed(o.queuedMs, o.shed !== 'deadline_passed');
         lr.sheds++;
         if (this.retryShed && lr.sheds <= MAX_SHED_RETRIES) {
           // The client honours Retry-After and sends the same request again.
@@ -291,7 +291,11 @@ export class FleetSim implements RequestSink {
     if ((Number.isNaN(ttft) && !finished && !lr.shedLast && !this.ending) || lr.broken) m.failed++;
     const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
     const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
-    m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
+    const met = m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
+    if (lr.decision !== null) {
+      m.recordAdmitted(met);
+      if (!Number.isNaN(lr.firstTokenMs)) m.recordPrediction(lr.decision.gpuTtftMs, lr.firstTokenMs - lr.dispatchMs);
+    }
   }
 
   /** KV use and in-flight balance as gateway 0 sees them at its scrape, during the measured window. */

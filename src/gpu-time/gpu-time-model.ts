@@ -67,6 +67,9 @@ export class GpuPrediction {
   /** Decode step once this request and those prefilling there join the batch, and ρ with this request. */
   stepMs = 0;
   rho = 0;
+  /** ρ's parts before the cap: the prefill arriving there, and this request's own (capped at OWN_RHO_CAP). */
+  rhoArriving = 0;
+  rhoOwn = 0;
   tpotMs = 0;
   inflight = 0;
 }
@@ -227,7 +230,9 @@ export class GpuTimeModel {
     const joining = inflight - ledgerRunning;
     out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
     const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
-    let rho = (this.arrivalsNow(slot, now) + (own < windowCap ? own : windowCap)) / (rate * ARRIVAL_WINDOW_MS);
+    out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
+    out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
+    let rho = out.rhoArriving + out.rhoOwn;
     if (rho > RHO_CAP) rho = RHO_CAP;
     out.rho = rho;
     out.tpotMs = out.stepMs / (1 - rho);
@@ -245,13 +250,11 @@ export class GpuTimeModel {
       if (p.ownTtftMs > budgetMs) return Number.POSITIVE_INFINITY;
       wait = p.ttftMs - budgetMs;
     }
-    if (p.tpotMs > tpotMs && p.rho > 0) {
+    if (p.tpotMs > tpotMs && p.rhoArriving > 0) {
       // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target.
-      const ownRho = (p.ownWork < OWN_RHO_CAP * p.rate * ARRIVAL_WINDOW_MS ? p.ownWork : OWN_RHO_CAP * p.rate * ARRIVAL_WINDOW_MS) / (p.rate * ARRIVAL_WINDOW_MS);
-      const need = 1 - p.stepMs / tpotMs - ownRho;
-      const arriving = p.rho - ownRho;
+      const need = 1 - p.stepMs / tpotMs - p.rhoOwn;
       if (!(need > 0)) return Number.POSITIVE_INFINITY;
-      const t = ARRIVAL_WINDOW_MS * Math.log(arriving / need);
+      const t = ARRIVAL_WINDOW_MS * Math.log(p.rhoArriving / need);
       if (t > wait) wait = t;
     }
     return wait;

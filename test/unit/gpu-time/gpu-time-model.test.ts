@@ -93,8 +93,7 @@ void test('wait until it fits: the queue ahead drains in real time; a request th
   assert.equal(model.waitMs(p, p.ttftMs + 1, 1000), 0);
   assert.equal(model.waitMs(p, p.ownTtftMs - 1, 1000), Number.POSITIVE_INFINITY);
   // TPOT-bound: ρ decays with the window: wait = τ · ln(arriving ρ / the ρ the target leaves).
-  const own = p.ownWork / (p.rate * ARRIVAL_WINDOW_MS);
-  const target = p.stepMs / (1 - (p.rho - own) / 2 - own);
+  const target = p.stepMs / (1 - p.rhoArriving / 2 - p.rhoOwn);
   assert.ok(Math.abs(model.waitMs(p, 1e9, target) - ARRIVAL_WINDOW_MS * Math.log(2)) < 1e-6);
 });
 
