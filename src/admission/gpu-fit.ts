@@ -2,17 +2,16 @@
 // TTFT budget without pushing its batch past the TPOT target, and if not, how long until it could?
 //   budget   = the tier's TTFT (admission.ttft_ms_by_tier; prompts over 4,000 tokens at least 1.25 × their
 //              idle-replica TTFT) less the time already spent in the admission queue
-//   fits     = predicted TTFT ≤ limit and predicted TPOT ≤ slo_margin × the pool's tpot_target_ms, where
-//              limit = slo_margin × budget, or the request's own TTFT on that replica with nothing queued
-//              ahead (× 1.05) when even that is longer (a 4,000-token prompt on a slow replica: it is served
-//              when the replica is idle rather than never)
+//   fits     = predicted TTFT ≤ limit and predicted TPOT ≤ tpot_margin × the pool's tpot_target_ms, where
+//              limit = max(ttft_margin × budget, 1.05 × own), own being the request's TTFT there with nothing
+//              queued ahead (ttftLimitMs): a request whose own prefill takes most of its budget is served
+//              where nothing is queued ahead of it; once queued, the budget left is the limit
 //   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed); Infinity when never
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
 import { GpuPrediction, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 
-/** A request whose own TTFT passes its budget may still go to a replica whose queue adds at most this share. */
-const OWN_TTFT_SLACK = 1.05;
 
 export class GpuFit {
   readonly p = new GpuPrediction();
@@ -22,18 +21,17 @@ export class GpuFit {
   waitMs = 0;
 
   /** Judges `slot` for `req`, which has waited `waitedMs` already; true when it fits now. */
-  judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, margin: number): boolean {
+  judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
     const fig = gpu.figures(req.poolId);
     const p = gpu.predict(req, slot, cachedBlocks, this.p);
     if (fig === undefined || Number.isNaN(p.ttftMs)) {
       this.waitMs = 0;
       return true;
     }
-    let limit = margin * (gpu.budgetMs(req, tierMs) - waitedMs);
-    const own = OWN_TTFT_SLACK * p.ownTtftMs;
-    if (own > limit && waitedMs === 0) limit = own;
+    const budget = gpu.budgetMs(req, tierMs) - waitedMs;
+    const limit = waitedMs === 0 || budget > p.ownTtftMs ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
     this.limitMs = limit;
-    this.tpotLimitMs = margin * fig.tpotTargetMs;
+    this.tpotLimitMs = tpotMargin * fig.tpotTargetMs;
     if (p.ttftMs <= limit && p.tpotMs <= this.tpotLimitMs) {
       this.waitMs = 0;
       return true;
@@ -54,7 +52,8 @@ export class GpuFit {
   record(d: Decision): void {
     const p = this.p;
     d.gpuTtftMs = p.ttftMs;
-    d.gpuStepsMs = p.stepsMs + p.adapterMs;
+    d.gpuTpotMs = p.tpotMs;
+    d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
     d.gpuWorkAhead = p.workAhead;
     d.gpuOwnWork = p.ownWork;
   }

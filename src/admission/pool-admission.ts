@@ -129,7 +129,7 @@ export class PoolAdmission {
     let gpuOk = false;
     if (judged !== undefined) {
       t.needTokens = needOf(req, judged.decision.cachedBlocks);
-      gpuOk = gf.judge(deps.gpu, r, judged.slot, judged.decision.cachedBlocks, tierMs, 0, cfg.slo_margin);
+      gpuOk = gf.judge(deps.gpu, r, judged.slot, judged.decision.cachedBlocks, tierMs, 0, cfg.ttft_margin, cfg.tpot_margin);
       if (fit.ok && gpuOk && room >= t.needTokens) {
         gf.record(fit.decision);
         this.admit(t, fit, 0);
@@ -234,7 +234,7 @@ export class PoolAdmission {
       }
       const fit = this.routeFitting(e.req);
       const cfg = this.deps.cfg;
-      if (fit.ok && !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.slo_margin)) {
+      if (fit.ok && !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin)) {
         room -= e.needTokens;
         before += e.needTokens;
         continue;

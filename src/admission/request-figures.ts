@@ -14,7 +14,7 @@ export function allowanceOf(gpu: GpuTimeModel, req: AdmissionRequest, cfg: Admis
   const queue = queueAllowanceMs(cfg, req.tier, r.maxTokens * req.n);
   const fig = gpu.figures(r.poolId);
   if (fig === undefined) return queue;
-  const left = cfg.slo_margin * gpu.budgetMs(r, cfg.ttft_ms_by_tier[req.tier]) - fig.idleTtftMs(r.promptTokens);
+  const left = cfg.ttft_margin * gpu.budgetMs(r, cfg.ttft_ms_by_tier[req.tier]) - fig.idleTtftMs(r.promptTokens);
   const ms = left < queue ? left : queue;
   return ms > 0 ? ms : 0;
 }

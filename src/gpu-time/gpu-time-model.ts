@@ -60,6 +60,8 @@ export class GpuPrediction {
   /** TTFT parts: prefill work / rate, and the decode steps the prefill rides in. */
   prefillMs = 0;
   stepsMs = 0;
+  /** What is left of the step in progress when the request arrives (0 on an idle replica). */
+  residualMs = 0;
   adapterMs = 0;
   ttftMs = 0;
   /** TTFT with nothing queued ahead: its own prefill, its steps and the adapter load. */
@@ -210,6 +212,9 @@ export class GpuTimeModel {
     }
     const work = ahead + own;
     const steps = Math.ceil(work / chunk);
+    const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
+    out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
+    out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
     out.fresh = fresh;
     out.batch = batch;
     out.inflight = inflight;
@@ -223,15 +228,16 @@ export class GpuTimeModel {
     out.prefillMs = work / rate;
     out.stepsMs = (steps > 0 ? steps : 1) * step;
     out.adapterMs = req.adapter !== null && !fleet.residentAdapters(slot).includes(req.adapter) ? fig.adapterLoadMs : 0;
-    out.ttftMs = out.prefillMs + out.stepsMs + out.adapterMs;
+    // A busy replica is mid-step when the request arrives: it joins the next one. The step in progress has, on
+    // average, half a mean step left; steps last step / (1 − ρ) on average when a share ρ of the time prefills.
+    const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
+    out.residualMs = batch > 0 || ahead > 0 ? (0.5 * step) / (1 - busyRho) : 0;
+    out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
     const ownSteps = Math.ceil(own / chunk);
-    out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.adapterMs;
+    out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.residualMs + out.adapterMs;
     // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
     const joining = inflight - ledgerRunning;
     out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
-    const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
-    out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
-    out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
     let rho = out.rhoArriving + out.rhoOwn;
     if (rho > RHO_CAP) rho = RHO_CAP;
     out.rho = rho;

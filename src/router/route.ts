@@ -35,7 +35,7 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
       pools: cfg.pools, index: prefixIndex(), fleet, staleMs: cfg.admission.stale_ms,
       headroomRatio: cfg.admission.headroom_ratio, connectionsPerReplica: cfg.upstream.connections_per_replica,
       loadBoundEpsilon: r.load_bound_epsilon, coldPrefixBlocks: r.cold_prefix_blocks, coldKeyBlock: r.cold_key_block,
-      sloMargin: cfg.admission.slo_margin, ...(gpu !== undefined ? { gpu } : {}),
+      ttftMargin: cfg.admission.ttft_margin, tpotMargin: cfg.admission.tpot_margin, ...(gpu !== undefined ? { gpu } : {}),
     });
   }
 }

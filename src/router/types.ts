@@ -75,6 +75,8 @@ export class Decision {
   // ---- The GPU-time model's figures for this attempt (src/gpu-time/), whatever the policy. ----
   /** Its TTFT prediction at admission, ms; NaN when none was made. */
   gpuTtftMs = Number.NaN;
+  /** Its TPOT prediction for the batch it joins (decode step / (1 − ρ)), ms. */
+  gpuTpotMs = Number.NaN;
   /** The decode-step part of gpuTtftMs (the steps the prefill rode in), ms. */
   gpuStepsMs = Number.NaN;
   /** Prefill work ahead of and including this request there, and this request's own, in equivalent tokens. */
@@ -101,6 +103,7 @@ export class Decision {
     this.workAheadTokens = Number.NaN;
     this.predictedPrefillMs = Number.NaN;
     this.gpuTtftMs = Number.NaN;
+    this.gpuTpotMs = Number.NaN;
     this.gpuStepsMs = Number.NaN;
     this.gpuWorkAhead = Number.NaN;
     this.gpuOwnWork = 0;

@@ -32,8 +32,9 @@ export interface KvAwareOptions {
   loadBoundEpsilon: number;
   coldPrefixBlocks: number;
   coldKeyBlock: number;
-  /** admission.slo_margin: a candidate fits when its predicted TTFT and TPOT are within this share of their targets. */
-  sloMargin: number;
+  /** admission.ttft_margin, .tpot_margin: a candidate fits when its predicted TTFT and TPOT are within these shares of their targets. */
+  ttftMargin: number;
+  tpotMargin: number;
   /** The gateway's GPU-time model (shared with admission); a policy of its own when absent (tests). */
   gpu?: GpuTimeModel;
 }
@@ -50,7 +51,8 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
   private readonly picker = new TieredPicker();
   private readonly coldPrefixBlocks: number;
   private readonly coldKeyBlock: number;
-  private readonly sloMargin: number;
+  private readonly ttftMargin: number;
+  private readonly tpotMargin: number;
 
   constructor(o: KvAwareOptions) {
     const slots = o.fleet.ledger.slots;
@@ -62,7 +64,8 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     this.rendezvous = new Rendezvous(slots);
     this.coldPrefixBlocks = o.coldPrefixBlocks;
     this.coldKeyBlock = o.coldKeyBlock;
-    this.sloMargin = o.sloMargin;
+    this.ttftMargin = o.ttftMargin;
+    this.tpotMargin = o.tpotMargin;
   }
 
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
@@ -76,7 +79,7 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
     this.scorer.score(req, t, fleet, this.gpu, this.index);
     this.loadBound.mark(t);
-    this.headroom.mark(t, fig.tpotTargetMs, this.sloMargin);
+    this.headroom.mark(t, this.tpotMargin * fig.tpotTargetMs, this.ttftMargin);
 
     const cold = blocks > 0 && maxMatch <= this.coldPrefixBlocks;
     let chosen: number;

@@ -31,6 +31,7 @@ export class GpuTimeScorer {
       t.adapterMs[i] = p.adapterMs;
       t.ttftMs[i] = p.ttftMs;
       t.budgetMs[i] = budget;
+      t.ownTtftMs[i] = p.ownTtftMs;
       t.kvAfter[i] = p.kvAfter;
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);

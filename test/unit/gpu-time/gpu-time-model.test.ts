@@ -31,7 +31,7 @@ function dispatch(model: GpuTimeModel, fleet: FixtureFleet, slot: number, prompt
   const d = new Decision();
   d.slot = slot;
   d.gpuTtftMs = p.ttftMs;
-  d.gpuStepsMs = p.stepsMs + p.adapterMs;
+  d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
   d.gpuWorkAhead = p.workAhead;
   d.gpuOwnWork = p.ownWork;
   fleet.ledger.dispatch(slot, promptTokens, 100, 16);
@@ -55,8 +55,10 @@ void test('hand-worked: an idle replica, then three requests queued ahead', () =
   for (let i = 0; i < 3; i++) dispatch(model, fleet, 0, 1208);
   const q = model.predict(req, 0, 0, new GpuPrediction());
   // 4 × 1,235 tokens ahead and own: 3 steps of 2,048 at batch 1 (no first token yet), reading the 3 × 82
-  // reserved blocks; all four prompts' work over the rate.
-  assert.ok(Math.abs(q.ttftMs - (4 * own / 12 + 3 * step(1, 3 * 82 * 16))) < 1e-9, String(q.ttftMs));
+  // reserved blocks; all four prompts' work over the rate; and, the replica being busy, half a mean step
+  // (step / (1 − ρ of the three arrived)) left of the one in progress.
+  const residual = 0.5 * step(1, 3 * 82 * 16) / (1 - 3 * own / (12 * ARRIVAL_WINDOW_MS));
+  assert.ok(Math.abs(q.ttftMs - (4 * own / 12 + 3 * step(1, 3 * 82 * 16) + residual)) < 1e-9, String(q.ttftMs));
   // Those three will decode too: batch 4 for the TPOT, with 4 prompts' work arriving in the window.
   assert.ok(Math.abs(q.tpotMs - step(4, 4 * 82 * 16) / (1 - (4 * own) / (12 * ARRIVAL_WINDOW_MS))) < 1e-9, String(q.tpotMs));
   const other = model.predict(req, 1, 0, new GpuPrediction());

@@ -36,18 +36,19 @@ void test('predicted TTFT: prefill ahead and own uncached work over the rate, ri
       // Ahead: 2,400 ledger tokens no first token has come back for, and 2 scraped waiting requests beyond
       // the ledger's (3 − 1) of the pool's mean prompt (the request's own until one is dispatched); batch 10
       // from the scrape, 1,000 blocks used: steps of 10.5 + 0.025 × 11 + 0.085 × 16 = 12.135 ms, each with
-      // 2,038 prefill tokens: ceil(6,105.95 / 2,038) = 3 of them.
+      // 2,038 prefill tokens: ceil(6,105.95 / 2,038) = 3 of them; half a step left of the one in progress.
       name: 'ledger prefill + scraped waiting beyond the ledger × mean prompt, batch from the scrape', matched: 0,
       setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 3, running: 10, kvUsage: 0.1 }); },
-      ttft: (2400 + 3 * work(0, 1208)) / 12 + 3 * 12.135, kvAfter: 1082 / 10_000,
+      ttft: (2400 + 3 * work(0, 1208)) / 12 + 3.5 * 12.135, kvAfter: 1082 / 10_000,
     },
     { name: 'adapter not resident', matched: 0, adapter: 'sql', ttft: idle + 40, kvAfter: 82 / 10_000 },
     { name: 'adapter resident', matched: 0, adapter: 'sql', setup: (f) => { f.resident[0] = ['sql']; }, ttft: idle, kvAfter: 82 / 10_000 },
     {
       name: 'stale row: only the ledger counts, KV unknown', matched: 0,
       setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 50, running: 200, kvUsage: 0.5, lastGoodScrapeMs: 1 }); },
-      // KV from the ledger's reservation alone: 150 blocks = 2,400 tokens → step 10.725 ms.
-      ttft: (2400 + work(0, 1208)) / 12 + 2 * 10.729, kvAfter: Number.NaN,
+      // KV from the ledger's reservation alone: 150 blocks = 2,400 tokens → step 10.729 ms; 2 steps and half
+      // of the one in progress.
+      ttft: (2400 + work(0, 1208)) / 12 + 2.5 * 10.729, kvAfter: Number.NaN,
     },
   ];
   for (const c of cases) {
