@@ -40,12 +40,16 @@ export class GpuFit {
     return false;
   }
 
-  /** Whether waiting `waitMs` and then starting would still meet the limit the last judge() used. */
-  worthQueueing(): boolean {
+  /**
+   * Whether waiting `waitMs` and then starting would still meet the limit the last judge() used, with one
+   * `pollMs` to spare: the queue looks again only that often, so a request with less slack would most likely
+   * be shed after waiting instead of at once.
+   */
+  worthQueueing(pollMs: number): boolean {
     const p = this.p;
     if (!Number.isFinite(this.waitMs)) return false;
     const later = p.ttftMs - this.waitMs;
-    return this.waitMs + (later > p.ownTtftMs ? later : p.ownTtftMs) <= this.limitMs;
+    return this.waitMs + (later > p.ownTtftMs ? later : p.ownTtftMs) + pollMs <= this.limitMs;
   }
 
   /** Copies the last prediction into the decision: the model learns from it at the first token. */

@@ -142,7 +142,7 @@ export class PoolAdmission {
     let waitMs: number;
     if (judged !== undefined && !gpuOk) {
       // The GPUs, not the KV, are what this request waits for: queue only if waiting then starting still meets its TTFT.
-      if (!gf.worthQueueing()) return this.shed(t, 'slo_unreachable', gf.waitMs, 0);
+      if (!gf.worthQueueing(deps.pollMs)) return this.shed(t, 'slo_unreachable', gf.waitMs, 0);
       waitMs = gf.waitMs;
       if (room < t.needTokens) {
         const kvWait = this.waitMs(ahead, t.needTokens, this.room(b), now);
