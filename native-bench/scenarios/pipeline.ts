@@ -34,6 +34,7 @@ import { createQuotaStore } from '../../src/quota/create-quota-store.ts';
 import type { QuotaDecision, QuotaStore } from '../../src/quota/types.ts';
 import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
 import type { ClientSink, HeaderList } from '../../src/relay/client-sink.ts';
+import { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router, createPolicy } from '../../src/router/route.ts';
 import { WallClock } from '../../src/util/clock.ts';
@@ -151,9 +152,10 @@ const pipeline: BenchScenario = async (args) => {
   const tokenizer = await PromptTokenizer.create(cfg.tokenizer, ['llama3']);
   const quota = await createQuotaStore(cfg.quota);
   const metrics = new GatewayMetrics(cfg, { listenToWorkers: false });
-  const router = new Router(createPolicy(cfg, registry), registry);
+  const gpu = new GpuTimeModel(cfg.pools, registry, cfg.admission.stale_ms);
+  const router = new Router(createPolicy(cfg, registry, undefined, gpu), registry, null, null, gpu);
   const admission = new AdmissionController({
-    fleet: registry, kv: new KvEstimator(registry, registry.ledger.slots, cfg.admission.stale_ms), router, clock: WallClock,
+    fleet: registry, kv: new KvEstimator(registry, registry.ledger.slots, cfg.admission.stale_ms), gpu, router, clock: WallClock,
     cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms, metrics,
   });
   const base: Services = {

@@ -100,6 +100,7 @@ export class LiveRequest implements EngineRequestEvents {
     sink.inflightTokens[this.slot]! -= this.req.promptTokens + this.tokens;
     const gw = this.gw;
     gw.ledger.end(this.entry!);
+    gw.router.ended(this.route, this.decision!, this.tokens);
     if (reason === 'abort') {
       // Only a killed replica aborts in the simulator: the connection dropped. Before the first token the
       // gateway retries elsewhere; after it the client has a broken stream.

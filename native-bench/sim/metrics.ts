@@ -43,14 +43,20 @@ export interface RunFigures {
   tpotP95: number;
   shedAnswerP99: number;
   kvOccupancyMean: number;
+  /** Admitted requests (answered by a replica) and how many of them met their SLO. */
+  admittedAnswered: number;
+  admittedMet: number;
+  /** Sheds decided at arrival (not after waiting in the queue). */
+  shedAtArrival: number;
+  /** |predicted − measured| / measured of the GPU-time model's TTFT at admission (from dispatch), p50 and p90. */
+  ttftPredErrP50: number;
+  ttftPredErrP90: number;
   preemptions: number;
   hitMeasured: number;
   hitPredicted: number;
   inflightMaxOverMean: number;
-  /** Requests whose decision predicted a TTFT, and |predicted − measured| / measured (%) at p50 and p90. */
+  /** Requests whose TTFT was predicted at dispatch (the errors above are over these). */
   ttftPredictions: number;
-  ttftPredictionErrP50: number;
-  ttftPredictionErrP90: number;
 }
 
 export class RunMetrics {
@@ -63,7 +69,10 @@ export class RunMetrics {
   private readonly ttft: number[] = [];
   private readonly tpot: number[] = [];
   private readonly shedAnswer: number[] = [];
-  private readonly ttftPredErr: number[] = [];
+  private readonly predErr: number[] = [];
+  admittedAnswered = 0;
+  admittedMet = 0;
+  shedAtArrival = 0;
   private promptTokens = 0;
   private cachedTokens = 0;
   private predictedTokens = 0;
@@ -79,24 +88,33 @@ export class RunMetrics {
    * its stream was cut by a dying replica (an error, never within the SLO).
    */
   record(profile: ProfileName, promptTokens: number, ttftMs: number, tpotMs: number, finished: boolean, broken: boolean,
-    cachedTokens: number, predictedTokens: number): void {
+    cachedTokens: number, predictedTokens: number): boolean {
     if (finished) this.completed++;
-    if (Number.isNaN(ttftMs)) return;
+    if (Number.isNaN(ttftMs)) return false;
     this.ttft.push(ttftMs);
     if (finished) this.tpot.push(tpotMs);
     this.promptTokens += promptTokens;
     this.cachedTokens += cachedTokens;
     this.predictedTokens += predictedTokens;
-    if (!broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS) this.met++;
+    const met = !broken && ttftMs <= ttftBoundMs(profile, promptTokens) && tpotMs <= SLO_TPOT_MS;
+    if (met) this.met++;
+    return met;
   }
 
-  /** The router predicted `predictedMs` to the first token at dispatch; it took `measuredMs` from dispatch. */
-  recordTtftPrediction(predictedMs: number, measuredMs: number): void {
-    if (measuredMs > 0) this.ttftPredErr.push((Math.abs(predictedMs - measuredMs) / measuredMs) * 100);
+  /** An admitted request's outcome: admission expected it to meet its SLO. */
+  recordAdmitted(met: boolean): void {
+    this.admittedAnswered++;
+    if (met) this.admittedMet++;
   }
 
-  recordShed(answerMs: number): void {
+  /** The model's TTFT prediction at admission against the engine's (both from dispatch). */
+  recordPrediction(predictedMs: number, measuredMs: number): void {
+    if (measuredMs > 0 && Number.isFinite(predictedMs)) this.predErr.push(Math.abs(predictedMs - measuredMs) / measuredMs);
+  }
+
+  recordShed(answerMs: number, atArrival: boolean): void {
     this.shed++;
+    if (atArrival) this.shedAtArrival++;
     this.shedAnswer.push(answerMs);
   }
 
@@ -124,13 +142,16 @@ export class RunMetrics {
       tpotP95: percentile(sorted(this.tpot), 0.95),
       shedAnswerP99: percentile(sorted(this.shedAnswer), 0.99),
       kvOccupancyMean: this.kvSamples > 0 ? this.kvSum / this.kvSamples : Number.NaN,
+      admittedAnswered: this.admittedAnswered,
+      admittedMet: this.admittedMet,
+      shedAtArrival: this.shedAtArrival,
+      ttftPredErrP50: percentile(sorted(this.predErr), 0.5),
+      ttftPredErrP90: percentile(sorted(this.predErr), 0.9),
       preemptions: this.preemptions,
       hitMeasured: this.promptTokens > 0 ? this.cachedTokens / this.promptTokens : Number.NaN,
       hitPredicted: this.promptTokens > 0 ? this.predictedTokens / this.promptTokens : Number.NaN,
       inflightMaxOverMean: this.ratioSamples > 0 ? this.ratioSum / this.ratioSamples : Number.NaN,
-      ttftPredictions: this.ttftPredErr.length,
-      ttftPredictionErrP50: percentile(sorted(this.ttftPredErr), 0.5),
-      ttftPredictionErrP90: percentile(sorted(this.ttftPredErr), 0.9),
+      ttftPredictions: this.predErr.length,
     };
   }
 }

@@ -6,6 +6,7 @@
 // Thread: the run's. Setup only.
 import { configSchema, type GatewayConfig } from '../../src/config/schema.ts';
 import { LLMD_REFRESH_MS } from '../../src/router/policies/llm-d.ts';
+import type { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RoutingFeedback, RoutingPolicy } from '../../src/router/types.ts';
 import { RandomPolicy } from './random-policy.ts';
@@ -48,7 +49,7 @@ export function policyOf(cfg: GatewayConfig): string {
 }
 
 /** One gateway's policy instance over its own fleet view. */
-export function buildPolicy(cfg: GatewayConfig, fleet: FleetView): RoutingPolicy & RoutingFeedback {
+export function buildPolicy(cfg: GatewayConfig, fleet: FleetView, gpu?: GpuTimeModel): RoutingPolicy & RoutingFeedback {
   if (simOnly.get(cfg) === 'random') return new RandomPolicy(RANDOM_SEED);
-  return createPolicy(cfg, fleet);
+  return createPolicy(cfg, fleet, undefined, gpu);
 }

@@ -43,15 +43,16 @@ export function poolTables(plan: SweepPlan, outs: readonly RunOutput[]): string 
     const lines = [
       `### Pool ${pool.id}: ${pool.replicas.length} × ${pool.profile}, ${plan.workload.kind === 'seed-mix' ? 'seed-mix' : rows[0] && plan.specs[rows[0].index]!.workload}, gateways ${rows[0]!.json.gateways}`,
       '',
-      '| policy | admission | point | offered rps | goodput rps | SLO met | TTFT p50 ms | TTFT p99 ms | TPOT p95 ms | KV occupancy | preemptions | hit measured | hit predicted | in-flight max/mean | shed | shed answer p99 ms | failed |',
-      '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      '| policy | admission | point | offered rps | goodput rps | SLO met | TTFT p50 ms | TTFT p99 ms | TPOT p95 ms | KV occupancy | preemptions | hit measured | hit predicted | in-flight max/mean | shed | shed at arrival | shed answer p99 ms | failed | admitted within SLO | TTFT prediction error p50 / p90 |',
+      '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ];
     for (const o of rows) {
       const j = o.json;
       lines.push(`| ${j.policy} | ${j.admission} | ${point(o)} | ${fmt(j.offered_rps, 1)} | ${fmt(j.goodput_rps, 1)} | ${pct(j.slo_attainment)} | ` +
         `${fmt(j.ttft_ms.p50, 0)} | ${fmt(j.ttft_ms.p99, 0)} | ${fmt(j.tpot_ms.p95, 1)} | ${pct(j.kv_occupancy_mean)} | ${j.preemptions} | ` +
         `${pct(j.prefix_hit_rate.measured)} | ${pct(j.prefix_hit_rate.predicted)} | ${fmt(j.inflight_tokens_max_over_mean, 2)} | ` +
-        `${j.shed} | ${fmt(j.shed_answer_ms_p99, 2)} | ${o.failed} |`);
+        `${j.shed} | ${j.shed_at_arrival} | ${fmt(j.shed_answer_ms_p99, 2)} | ${o.failed} | ${pct(j.admitted_within_slo)} | ` +
+        `${j.ttft_prediction ? `${fmt(j.ttft_prediction.median_abs_error_pct, 1)} / ${fmt(j.ttft_prediction.p90_abs_error_pct, 1)} %` : '–'} |`);
     }
     // The sweep's check of the computed capacity: the highest offered rate some policy served with ≥ 90 %
     // of its requests inside the SLO.

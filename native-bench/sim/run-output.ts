@@ -36,8 +36,10 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
     inflight_tokens_max_over_mean: round(f.inflightMaxOverMean, 3),
     seed: spec.seed,
     admission: spec.admission,
+    admitted_within_slo: round(f.admittedAnswered > 0 ? f.admittedMet / f.admittedAnswered : Number.NaN, 4),
+    shed_at_arrival: f.shedAtArrival,
     ...(f.ttftPredictions > 0
-      ? { ttft_prediction: { median_abs_error_pct: round(f.ttftPredictionErrP50, 1), p90_abs_error_pct: round(f.ttftPredictionErrP90, 1) } }
+      ? { ttft_prediction: { median_abs_error_pct: round(f.ttftPredErrP50 * 100, 1), p90_abs_error_pct: round(f.ttftPredErrP90 * 100, 1) } }
       : {}),
   };
 }

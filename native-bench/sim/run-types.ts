@@ -63,7 +63,14 @@ export interface RunJson {
   inflight_tokens_max_over_mean: number | null;
   seed: number;
   admission: AdmissionMode;
-  /** Policies that predict TTFT: |predicted − measured| / measured in %, both from dispatch to first token. */
+  /** Share of admitted requests that met their SLO (admission admits only what the GPU-time model expects to). */
+  admitted_within_slo: number | null;
+  /** Sheds decided at arrival (the rest waited in the queue until their deadline). */
+  shed_at_arrival: number;
+  /**
+   * Runs whose TTFT was predicted at dispatch (the GPU-time model's figure, else the policy's): |predicted −
+   * measured| / measured in %, both from dispatch to first token.
+   */
   ttft_prediction?: { median_abs_error_pct: number | null; p90_abs_error_pct: number | null };
 }
 

@@ -16,6 +16,7 @@ import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
 import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-table.ts';
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
 import { kvEventSinkOf, type KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
+import { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
@@ -57,6 +58,8 @@ export class SimGateway implements FleetView {
   readonly native: NativeAdmission | null;
   readonly options: SimGatewayOptions;
   readonly kv: KvEstimator;
+  /** The GPU-time model admission and kv-aware share, fed by the router's feedback. */
+  readonly gpu: GpuTimeModel;
   readonly pool: SimPool;
   /** Where the engines' KV events go when this gateway's policy reads them (its own index); else null. */
   readonly kvEvents: KvEventSink | null;
@@ -92,13 +95,14 @@ export class SimGateway implements FleetView {
       return t;
     });
     const events = options.kvEvents ?? null;
-    this.router = events !== null ? events.router(cfg, this) : new Router(buildPolicy(cfg, this), this);
+    this.gpu = new GpuTimeModel(cfg.pools, this, cfg.admission.stale_ms);
+    this.router = events !== null ? events.router(cfg, this, this.gpu) : new Router(buildPolicy(cfg, this, this.gpu), this, null, null, this.gpu);
     this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
     const native = options.admission === 'native' ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile }) : null;
     this.native = native;
     this.admission = native ?? new AdmissionController({
-      fleet: this, kv: this.kv, router: this.router, clock,
+      fleet: this, kv: this.kv, gpu: this.gpu, router: this.router, clock,
       cfg: cfg.admission, connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: cfg.registry.scrape_interval_ms,
     });
   }

@@ -8,6 +8,7 @@
 // restarted one starts empty and live.
 // Thread: the run's. Per cached or evicted block: one index write.
 import type { GatewayConfig } from '../../src/config/schema.ts';
+import type { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { EventsIndex, StreamState } from '../../src/registry/kv-events/events-index.ts';
 import { EventsPrefixIndex } from '../../src/router/events-prefix-index.ts';
 import { PrefixIndex } from '../../src/router/prefix-index.ts';
@@ -49,8 +50,8 @@ export class SimKvEvents implements KvEventSink {
   }
 
   /** A gateway's router over `fleet` whose index policies read the events index for live slots. */
-  router(cfg: GatewayConfig, fleet: FleetView): Router {
+  router(cfg: GatewayConfig, fleet: FleetView, gpu: GpuTimeModel | null = null): Router {
     const index = new EventsPrefixIndex(new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: this.index.slots }).buffer, this.index.buffer);
-    return new Router(createPolicy(cfg, fleet, index), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null);
+    return new Router(createPolicy(cfg, fleet, index, gpu ?? undefined), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null, gpu);
   }
 }

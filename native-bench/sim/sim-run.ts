@@ -262,7 +262,7 @@ export class FleetSim implements RequestSink {
         return;
       case 'rejected':
         if (o.shed === null) break; // context_length_exceeded: a request the pool can never hold
-        if (lr.measured) this.metrics.recordShed(o.queuedMs);
+        if (lr.measured) this.metrics.recordShed(o.queuedMs, o.shed !== 'deadline_passed');
         lr.sheds++;
         if (this.retryShed && lr.sheds <= MAX_SHED_RETRIES) {
           // The client honours Retry-After and sends the same request again.
@@ -328,11 +328,15 @@ export class FleetSim implements RequestSink {
     if ((Number.isNaN(ttft) && !finished && !lr.shedLast && !this.ending) || lr.broken) m.failed++;
     const tpot = lr.tokens > 1 ? (lr.lastTokenMs - lr.firstTokenMs) / (lr.tokens - 1) : 0;
     const predicted = lr.decision ? lr.decision.cachedBlocks * this.pool.blockSize : 0;
-    // The prediction is made at dispatch, so it is held against dispatch → first token of that attempt.
-    if (lr.decision && !Number.isNaN(lr.decision.predictedTtftMs) && !Number.isNaN(ttft)) {
-      m.recordTtftPrediction(lr.decision.predictedTtftMs, lr.firstTokenMs - lr.dispatchMs);
+    const met = m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
+    if (lr.decision !== null) {
+      m.recordAdmitted(met);
+      // Predicted at dispatch, so held against dispatch → first token of that attempt: the GPU-time model's
+      // figure where the gateway has one, else the policy's own.
+      const d = lr.decision;
+      const p = Number.isFinite(d.gpuTtftMs) ? d.gpuTtftMs : d.predictedTtftMs;
+      if (!Number.isNaN(lr.firstTokenMs)) m.recordPrediction(p, lr.firstTokenMs - lr.dispatchMs);
     }
-    m.record(this.pool.profile, lr.req.promptTokens, ttft, tpot, finished, lr.broken, lr.cachedTokens, Math.min(predicted, lr.req.promptTokens));
   }
 
   /** KV use and in-flight balance as gateway 0 sees them at its scrape, during the measured window. */

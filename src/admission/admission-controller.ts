@@ -5,6 +5,7 @@
 // simulated fleet and a virtual clock.
 // Thread: the acceptor. No I/O, no await: acquire() decides or queues, and every later decision runs from
 // released(), cancel() or the pool's Clock timer.
+import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
 import type { KvEstimator } from '../router/kv-estimate.ts';
 import type { FleetView } from '../router/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -15,6 +16,8 @@ import type { AdmissionConfig, AdmissionDone, AdmissionMetrics, AdmissionRequest
 export interface AdmissionOptions {
   fleet: FleetView;
   kv: KvEstimator;
+  /** The GPU-time model the Router feeds: admission asks it about the replica the policy picked. */
+  gpu: GpuTimeModel;
   router: RouteStep;
   clock: Clock;
   cfg: AdmissionConfig;
@@ -37,6 +40,7 @@ export class AdmissionController {
     this.deps = {
       fleet: o.fleet,
       budget: new PoolBudgetReader(o.fleet, o.kv),
+      gpu: o.gpu,
       clock: o.clock,
       metrics: o.metrics ?? null,
       cfg: o.cfg,

@@ -4,10 +4,13 @@
 //   room  = the pool's free KV beyond the headroom (pool-budget.ts) − the needs queued ahead of this request
 //   admit when the router's choice fits (decision.fits; fewer than connections_per_replica of this
 //         gateway's requests in flight there; and, its row fresh, room for `need` beyond its own headroom:
-//         a replica failing either is excluded and the router asked again) AND room ≥ need; otherwise
-//         queue, ordered by deadline (deadline.ts);
-//   shed  (429 server_overloaded, Retry-After = estimated drain time) when the queue is full, when the
-//         estimated wait already exceeds the request's allowance, or when its deadline passes in the queue.
+//         a replica failing either is excluded and the router asked again), the GPU-time model expects it
+//         to start there within its tier's TTFT without pushing the batch past the TPOT target
+//         (gpu-fit.ts), AND room ≥ need; otherwise
+//   queue, ordered by deadline (deadline.ts), only when the predicted wait plus the TTFT after it still
+//         meets the budget;
+//   shed  (429 server_overloaded, Retry-After = the predicted time until it would fit) at arrival otherwise,
+//         when the queue is full, or when its deadline passes in the queue.
 //   A request larger than every replica's whole KV gets 400 context_length_exceeded at once.
 // The pump re-routes from the head when a request on this pool ends (released), at every scrape interval
 // while the queue is non-empty, and when a queued request leaves; an entry that does not fit keeps its
@@ -19,10 +22,15 @@ import { LEDGER_INFLIGHT } from '../registry/inflight-ledger.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { FleetView, RouteRequest } from '../router/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { queueAllowanceMs } from './deadline.ts';
+import { allowanceOf, needOf } from './request-figures.ts';
+import { AdmissionTicket } from './ticket.ts';
 import { overloaded, tooLarge } from './rejections.ts';
-import { DeadlineQueue, type QueuedEntry } from './deadline-queue.ts';
+import { DeadlineQueue } from './deadline-queue.ts';
 import { DrainRate } from './drain-rate.ts';
+import { GpuFit } from './gpu-fit.ts';
+import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+
+export { AdmissionTicket } from './ticket.ts';
 import { PoolBudget, type PoolBudgetReader } from './pool-budget.ts';
 import type { AdmissionConfig, AdmissionDone, AdmissionMetrics, AdmissionRequest, RouteStep, ShedReason } from './types.ts';
 
@@ -33,6 +41,8 @@ const MISS_SHARE_ALPHA = 0.1;
 export interface AdmissionDeps {
   readonly fleet: FleetView;
   readonly budget: PoolBudgetReader;
+  /** The gateway's GPU-time model (the Router feeds it). */
+  readonly gpu: GpuTimeModel;
   readonly clock: Clock;
   readonly metrics: AdmissionMetrics | null;
   cfg: AdmissionConfig;
@@ -44,31 +54,9 @@ export interface AdmissionDeps {
   readonly onCallbackError: (err: unknown) => void;
 }
 
-/** One request's place in admission: returned by acquire, passed to cancel. */
-export class AdmissionTicket implements QueuedEntry {
-  readonly req: AdmissionRequest;
-  readonly done: AdmissionDone;
-  readonly arrivedMs: number;
-  readonly allowanceMs: number;
-  readonly deadlineMs: number;
-  readonly seq: number;
-  needTokens: number;
-  /** `done` has been called. */
-  settled = false;
-  queued = false;
-
-  constructor(req: AdmissionRequest, done: AdmissionDone, arrivedMs: number, allowanceMs: number, seq: number, needTokens: number) {
-    this.req = req;
-    this.done = done;
-    this.arrivedMs = arrivedMs;
-    this.allowanceMs = allowanceMs;
-    this.deadlineMs = arrivedMs + allowanceMs;
-    this.seq = seq;
-    this.needTokens = needTokens;
-  }
-}
-
-type Fit = (RouteResult & { ok: true }) | { ok: false; reason: 'no_healthy_replica' | 'all_tried' | 'full' };
+type Routed = RouteResult & { ok: true };
+/** `best`: the policy's least bad choice when it said none fits (kv-aware), for the wait estimate. */
+type Fit = Routed | { ok: false; reason: 'no_healthy_replica' | 'all_tried' | 'full'; best?: Routed };
 const FULL: Fit = { ok: false, reason: 'full' };
 
 let ticketSeq = 0;
@@ -94,6 +82,7 @@ export class PoolAdmission {
   private pumpAgain = false;
   private readonly snapshot: AdmissionTicket[] = [];
   private readonly excluded: number[] = [];
+  private readonly fit = new GpuFit();
 
   constructor(poolId: string, deps: AdmissionDeps) {
     this.poolId = poolId;
@@ -118,7 +107,9 @@ export class PoolAdmission {
     const now = deps.clock.now();
     const r = req.route;
     const outputTokens = r.maxTokens * req.n;
-    const t = new AdmissionTicket(req, done, now, queueAllowanceMs(cfg, req.tier, outputTokens), ticketSeq = (ticketSeq + 1) | 0, r.promptTokens + outputTokens);
+    // Routing (kv-aware's fit) and the GPU-time judgement hold the request to its tier's TTFT.
+    r.ttftBudgetMs = cfg.ttft_ms_by_tier[req.tier];
+    const t = new AdmissionTicket(req, done, now, allowanceOf(deps.gpu, req, cfg), ticketSeq = (ticketSeq + 1) | 0, r.promptTokens + outputTokens);
     const b = this.readBudget();
     // NaN (no member reports its size) compares false: the check is skipped rather than guessed.
     if (r.promptTokens + r.maxTokens > b.wholeMaxTokens) {
@@ -132,9 +123,15 @@ export class PoolAdmission {
     }
     const ahead = this.queue.tokensAhead(t.deadlineMs);
     const room = this.room(b) - ahead;
-    if (fit.ok) {
-      t.needTokens = needOf(req, fit.decision.cachedBlocks);
-      if (room >= t.needTokens) {
+    const gf = this.fit;
+    const tierMs = cfg.ttft_ms_by_tier[req.tier];
+    const judged = fit.ok ? fit : fit.best;
+    let gpuOk = false;
+    if (judged !== undefined) {
+      t.needTokens = needOf(req, judged.decision.cachedBlocks);
+      gpuOk = gf.judge(deps.gpu, r, judged.slot, judged.decision.cachedBlocks, tierMs, 0, cfg.ttft_margin, cfg.tpot_margin);
+      if (fit.ok && gpuOk && room >= t.needTokens) {
+        gf.record(fit.decision);
         this.admit(t, fit, 0);
         return t;
       }
@@ -142,7 +139,18 @@ export class PoolAdmission {
     if (this.queue.length >= cfg.max_queued_requests) {
       return this.shed(t, 'queue_full', this.waitMs(this.queue.queuedTokens, t.needTokens, this.room(b), now), 0);
     }
-    let waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
+    let waitMs: number;
+    if (judged !== undefined && !gpuOk) {
+      // The GPUs, not the KV, are what this request waits for: queue only if waiting then starting still meets its TTFT.
+      if (!gf.worthQueueing(deps.pollMs)) return this.shed(t, 'slo_unreachable', gf.waitMs, 0);
+      waitMs = gf.waitMs;
+      if (room < t.needTokens) {
+        const kvWait = this.waitMs(ahead, t.needTokens, this.room(b), now);
+        if (kvWait > waitMs) waitMs = kvWait;
+      }
+    } else {
+      waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
+    }
     // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain.
     if (this.queue.length > 0 && this.missShare > 0.5 && !(waitMs > t.allowanceMs)) waitMs = t.allowanceMs + 1;
     if (waitMs > t.allowanceMs) return this.shed(t, 'wait_exceeds_deadline', waitMs, 0);
@@ -225,6 +233,12 @@ export class PoolAdmission {
         continue;
       }
       const fit = this.routeFitting(e.req);
+      const cfg = this.deps.cfg;
+      if (fit.ok && !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin)) {
+        room -= e.needTokens;
+        before += e.needTokens;
+        continue;
+      }
       if (!fit.ok) {
         if (fit.reason !== 'full') {
           this.dequeue(e);
@@ -244,6 +258,7 @@ export class PoolAdmission {
       room -= e.needTokens;
       this.dequeue(e);
       this.observeLeave(false);
+      this.fit.record(fit.decision);
       this.admit(e, fit, now - e.arrivedMs);
     }
     entries.length = 0;
@@ -276,7 +291,7 @@ export class PoolAdmission {
       // that the replica finally chosen was picked for its own sake (it may look "cold" to the policy).
       r.decision.why = 'headroom';
     }
-    return r.decision.fits ? r : FULL;
+    return r.decision.fits ? r : { ok: false, reason: 'full', best: r };
   }
 
   /**
@@ -304,6 +319,7 @@ export class PoolAdmission {
   private shed(t: AdmissionTicket, reason: ShedReason, waitMs: number, queuedMs: number): AdmissionTicket {
     const retryAfterSeconds = this.retryAfterSeconds(waitMs);
     this.deps.metrics?.admission(this.poolId, 'shed');
+    this.deps.metrics?.shed(this.poolId, reason === 'deadline_passed' ? 'queued' : 'arrival');
     this.settle(t, { kind: 'rejected', rejection: overloaded(reason, retryAfterSeconds, t.allowanceMs, this.poolId, this.deps.cfg.max_queued_requests), shed: reason, queuedMs });
     return t;
   }
@@ -376,11 +392,4 @@ export class PoolAdmission {
       this.pump();
     });
   }
-}
-
-function needOf(req: AdmissionRequest, cachedBlocks: number): number {
-  const r = req.route;
-  const output = r.maxTokens * req.n;
-  const uncached = r.promptTokens - cachedBlocks * req.blockSize;
-  return output + (uncached > 0 ? uncached : 0);
 }

@@ -15,7 +15,9 @@ export function tooLarge(req: AdmissionRequest, wholeTokens: number): Rejection 
 }
 
 export function overloaded(reason: ShedReason, retryAfterSeconds: number, allowanceMs: number, poolId: string, maxQueued: number): Rejection {
-  const message = reason === 'queue_full'
+  const message = reason === 'slo_unreachable'
+    ? `No replica of ${poolId} can start this request within its TTFT target now; estimated ${retryAfterSeconds} s until one can.`
+    : reason === 'queue_full'
     ? `The admission queue of ${poolId} is full (${maxQueued} requests); it should drain in about ${retryAfterSeconds} s.`
     : reason === 'deadline_passed'
       ? `No room for this request on ${poolId} within its ${allowanceMs} ms queue allowance; estimated ${retryAfterSeconds} s until there is.`

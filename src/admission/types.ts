@@ -24,7 +24,7 @@ export interface AdmissionRequest {
 }
 
 /** Why a request was refused with server_overloaded (the shed counter's reason, the log line's detail). */
-export type ShedReason = 'queue_full' | 'wait_exceeds_deadline' | 'deadline_passed';
+export type ShedReason = 'queue_full' | 'wait_exceeds_deadline' | 'deadline_passed' | 'slo_unreachable';
 
 export type AdmissionOutcome =
   /** Route to `slot` now. The caller records its dispatch (ledger.dispatch) before `done` returns. */
@@ -46,4 +46,6 @@ export interface RouteStep {
 /** Counts of decisions per pool (GatewayMetrics.admission implements it). */
 export interface AdmissionMetrics {
   admission(pool: string, result: 'admitted' | 'queued' | 'shed'): void;
+  /** A 429 server_overloaded: decided at arrival, or after waiting in the queue (its deadline passed). */
+  shed(pool: string, when: 'arrival' | 'queued'): void;
 }

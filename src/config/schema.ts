@@ -38,6 +38,18 @@ export const engineSchema = z.strictObject({
    * instead of letting prefill queues grow on the GPUs (compute runs out before KV on prefill-heavy traffic).
    */
   ttft_target_ms: z.number().positive().default(400),
+  /**
+   * vLLM's --max-num-batched-tokens: each engine step carries every decoding sequence's token first and fills
+   * the rest of this budget with prefill chunks (FCFS). The GPU-time model (src/gpu-time/) counts TTFT in such
+   * steps. vLLM's default with chunked prefill on an A100 is 2,048.
+   */
+  max_num_batched_tokens: z.number().int().positive().default(2048),
+  /**
+   * Causal attention's quadratic share of prefill, in equivalent prefill tokens per (b² − a²) of a chunk
+   * covering positions a..b: 2·d_model·layers / FLOPs per token. Llama 3.1 8B: 2·4096·32 / 14e9 ≈ 1.87e-5 (a
+   * 15k-token prompt costs ~28 % more than its token count); 70B: 2·8192·80 / 140e9 ≈ 9.4e-6.
+   */
+  prefill_attention_coef: z.number().min(0).default(1.872e-5),
 });
 
 export const poolSchema = z.strictObject({
@@ -137,6 +149,23 @@ export const configSchema = z.strictObject({
     }).prefault({}),
     /** The decode-step (TPOT) target: deadlines, and the drain-rate estimate before any request has completed. */
     tpot_target_ms: z.number().positive().default(50),
+    /**
+     * The TTFT each tier's requests are admitted against (prompts over 4,000 tokens: at least 1.25 × their
+     * own TTFT on an idle replica). A request that no replica can start within it, queue wait included, is
+     * shed at arrival. Premium and standard share the design's 400 ms p99 SLA; batch work may wait 10 s.
+     */
+    ttft_ms_by_tier: z.strictObject({
+      premium: z.number().positive().default(400),
+      standard: z.number().positive().default(400),
+      batch: z.number().positive().default(10000),
+    }).prefault({}),
+    /**
+     * Share of the TTFT budget, and of the pool's TPOT target, that a prediction must stay within for a request
+     * to be admitted: the margins the model's error, step noise and later arrivals spend. Tuned on the seed
+     * mix at 3× capacity (src/admission/README.md).
+     */
+    ttft_margin: z.number().positive().max(1).default(0.5),
+    tpot_margin: z.number().positive().max(1).default(0.6),
     max_queued_requests: z.number().int().min(0).default(1024),
     stale_ms: z.number().int().positive().default(5000),
   }).prefault({}),

@@ -48,3 +48,7 @@ export const SCRAPE_BUCKETS_SECONDS = [
  * more than predicted (a cold pick that hit, another gateway's traffic), positive when it had evicted or
  * never held what the index believed (16-token blocks up to a 32k-token prompt). */
 export const CACHE_ERROR_BUCKETS_TOKENS = [-32768, -4096, -1024, -256, -16, 0, 16, 256, 1024, 4096, 32768] as const;
+
+/** GPU-time model's TTFT error, (predicted − observed) / observed: the aim is ±15 % at the median; a wrong
+ * queue estimate shows as ±50 % or more; the bounds bracket both sides around 0. */
+export const TTFT_PREDICTION_ERROR_BUCKETS = [-0.75, -0.5, -0.3, -0.15, -0.05, 0, 0.05, 0.15, 0.3, 0.5, 1, 2] as const;

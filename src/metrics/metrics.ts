@@ -92,6 +92,8 @@ export class GatewayMetrics {
   private sources: MetricSources = {};
   private readonly whyChildren = new Map<string, Incrementer>();
   private readonly cacheErrorByPool = new Map<string, Observer>();
+  private readonly ttftErrorByPool = new Map<string, Observer>();
+  private readonly shedChildren = new Map<string, Incrementer>();
   private readonly overheadByRoute: readonly Observer[];
   private readonly quotaChildren: Readonly<Record<QuotaResult, Incrementer>>;
   private readonly upstreamErrorChildren: Readonly<Record<UpstreamErrorKind, Incrementer>>;
@@ -171,6 +173,26 @@ export class GatewayMetrics {
   admission(pool: string, result: AdmissionResult): void {
     const b = this.b;
     b.poolSlots[b.pools.index(pool)]!.admission[result].inc();
+  }
+
+  /** A shed (429 server_overloaded), decided at arrival or after queueing. */
+  shed(pool: string, when: 'arrival' | 'queued'): void {
+    const b = this.b;
+    const label = b.pools.values[b.pools.index(pool)]!;
+    const key = `${label}\u0000${when}`;
+    let c = this.shedChildren.get(key);
+    if (c === undefined) this.shedChildren.set(key, c = counterChild(this.f.sheds, label, when));
+    c.inc();
+  }
+
+  /** The GPU-time model's TTFT prediction against what the first token showed (both ms, from dispatch). */
+  ttftPrediction(pool: string, predictedMs: number, observedMs: number): void {
+    if (!(observedMs > 0)) return;
+    const b = this.b;
+    const label = b.pools.values[b.pools.index(pool)]!;
+    let h = this.ttftErrorByPool.get(label);
+    if (h === undefined) this.ttftErrorByPool.set(label, h = histogramChild(this.f.ttftPredictionError, label));
+    h.observe((predictedMs - observedMs) / observedMs);
   }
 
   quota(result: QuotaResult): void {

@@ -17,6 +17,10 @@ export interface MetricSources {
   inflight?: () => number;
   kvOccupancy?: () => Iterable<[pool: string, ratio: number]>;
   admissionQueueDepth?: () => Iterable<[pool: string, depth: number]>;
+  /** The GPU-time model's learned figures per replica (src/gpu-time/): prefill tokens/s, decode step base and per sequence (s). */
+  gpuPrefillRate?: () => Iterable<[replicaId: string, tokensPerSecond: number]>;
+  gpuDecodeBase?: () => Iterable<[replicaId: string, seconds: number]>;
+  gpuDecodePerSeq?: () => Iterable<[replicaId: string, seconds: number]>;
   /** The router's prefix index: occupied entries, and live entries replaced so far (a running total). */
   prefixIndexEntries?: () => number;
   prefixIndexEvictions?: () => number;
@@ -41,9 +45,10 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
   const labelled = <L extends string>(
     name: string, help: string, label: L, bound: () => BoundedLabel,
     pick: () => (() => Iterable<[string, number]>) | undefined, merge: (a: number, b: number) => number,
+    aggregator: 'sum' | 'average' = 'sum',
   ): void => {
     const g: Gauge<L> = new Gauge({
-      name, help, labelNames: [label] as const, registers: [reg],
+      name, help, labelNames: [label] as const, registers: [reg], aggregator,
       collect: () => {
         g.reset();
         const src = pick();
@@ -71,6 +76,14 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
     'pool', ctx.pools, () => ctx.sources().kvOccupancy, Math.max);
   labelled('gateway_admission_queue_depth', 'Requests waiting in the admission queue of each pool.',
     'pool', ctx.pools, () => ctx.sources().admissionQueueDepth, (a, b) => a + b);
+
+  // One model per acceptor thread: each thread's page is averaged, not summed, on the main thread's.
+  labelled('gateway_gpu_prefill_tokens_per_second', "Each replica's prefill rate as the GPU-time model has learned it from first tokens.",
+    'replica', ctx.replicas, () => ctx.sources().gpuPrefillRate, Math.min, 'average');
+  labelled('gateway_gpu_decode_step_base_seconds', "Each replica's decode step at batch 0 and no context, as the GPU-time model has learned it.",
+    'replica', ctx.replicas, () => ctx.sources().gpuDecodeBase, Math.max, 'average');
+  labelled('gateway_gpu_decode_step_per_seq_seconds', "Each replica's decode step cost per sequence in the batch, as the GPU-time model has learned it.",
+    'replica', ctx.replicas, () => ctx.sources().gpuDecodePerSeq, Math.max, 'average');
 
   const scalar = (name: string, help: string, pick: () => (() => number) | undefined): void => {
     const g: Gauge = new Gauge({

@@ -5,6 +5,8 @@
 // Thread: whichever runs the acceptor. Setup and reload only.
 import type { GatewayConfig } from '../config/schema.ts';
 import { AdmissionController } from '../admission/admission-controller.ts';
+import { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import { gpuFigureSources } from '../gpu-time/figure-sources.ts';
 import { KvEstimator } from '../router/kv-estimate.ts';
 import { WallClock } from '../util/clock.ts';
 import { Authenticator } from '../auth/authenticate.ts';
@@ -21,7 +23,7 @@ import type { ResponseOwners } from './response-owners.ts';
 import { StallWatch, type StallSignals } from './stall-watch.ts';
 import type { LogStage, RegistryStage, Services, TokenizeStage } from './services.ts';
 
-export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex) => RoutingPolicy & RoutingFeedback;
+export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex, gpu?: GpuTimeModel) => RoutingPolicy & RoutingFeedback;
 
 export interface RequestPathParts {
   env: Record<string, string | undefined>;
@@ -43,6 +45,8 @@ export class RequestPath {
   readonly admission: AdmissionController;
   /** Kept across reloads too: it holds the attempts in flight and which replicas are held as stalled. */
   readonly stalls: StallWatch;
+  /** The GPU-time model admission and kv-aware share; kept across reloads (what it learned stays true). */
+  readonly gpu: GpuTimeModel;
   private current: Services;
   private readonly parts: RequestPathParts;
   /** upstream.connections_per_replica is the client's, fixed at start. */
@@ -56,9 +60,12 @@ export class RequestPath {
       const info = reg.replica(slot);
       parts.log.warn({ replica: info.id, attempts, stall_timeout_ms: this.stalls.window }, 'replica made no progress: its waiting attempts are retried elsewhere and it is held out of routing until it moves');
     });
+    this.gpu = new GpuTimeModel(cfg.pools, reg, cfg.admission.stale_ms);
+    this.gpu.metrics = parts.metrics;
+    parts.metrics.setSources(gpuFigureSources(this.gpu, reg, () => this.current.cfg.pools));
     const router = this.newRouter(cfg);
     this.admission = new AdmissionController({
-      fleet: parts.registry, kv: new KvEstimator(parts.registry, parts.registry.ledger.slots, cfg.admission.stale_ms), router,
+      fleet: parts.registry, kv: new KvEstimator(parts.registry, parts.registry.ledger.slots, cfg.admission.stale_ms), gpu: this.gpu, router,
       clock: WallClock, cfg: cfg.admission, connectionsPerReplica: this.connectionsPerReplica,
       pollMs: cfg.registry.scrape_interval_ms, metrics: parts.metrics,
       onCallbackError: (err) => parts.log.error({ err }, 'admission callback failed'),
@@ -72,6 +79,7 @@ export class RequestPath {
 
   /** New services for `next`; requests in flight keep the ones they started with. */
   reload(next: GatewayConfig): Services {
+    this.gpu.reconfigure(next.pools);
     this.current = this.build(next, this.newRouter(next));
     return this.current;
   }
@@ -79,7 +87,7 @@ export class RequestPath {
   private newRouter(c: GatewayConfig): Router {
     const p = this.parts;
     const index = !INDEX_POLICIES.has(c.routing.policy) ? null : p.prefixIndex instanceof EventsPrefixIndex ? p.prefixIndex : APPROXIMATE_ONLY;
-    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex), p.registry, this.stalls, index);
+    return new Router((p.routingPolicy ?? createPolicy)(c, p.registry, p.prefixIndex, this.gpu), p.registry, this.stalls, index, this.gpu);
   }
 
   private build(c: GatewayConfig, router: Router): Services {

@@ -258,8 +258,8 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
     const body = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     this.chunks = [];
     if (this.status === 200) {
-      // The whole body is the first token a non-streaming attempt shows.
-      this.plan.router.firstToken(this.plan.routeReq, this.decision, performance.now() - this.dispatchedAt);
+      // The whole body is the first token a non-streaming attempt shows (not a TTFT the GPU-time model learns from).
+      this.plan.router.firstToken(this.plan.routeReq, this.decision, performance.now() - this.dispatchedAt, false);
       ctx.status = 200;
       ctx.ttftMs = null;
       ctx.sink.cork(() => {
@@ -359,6 +359,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
     this.plan.ledger.end(entry);
     const { router, routeReq, replies } = this.plan;
     const d = this.decision;
+    router.ended(routeReq, d, entry.outputTokens);
     const cached = this.reportedCached;
     if (replies == null || this.reply === null) {
       router.finished(routeReq, d, cached, null);

@@ -11,6 +11,7 @@ import { LlmdPolicy } from './policies/llm-d.ts';
 import { SglangPolicy } from './policies/sglang.ts';
 import { DynamoPolicy } from './policies/dynamo.ts';
 import { PrefixIndex } from './prefix-index.ts';
+import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
 
 export type RouteResult =
   | { ok: true; slot: number; replicaId: string; decision: Decision }
@@ -21,7 +22,7 @@ export type RouteResult =
  * thread attaching to another's buffer), else gets a new one of routing.prefix_index_entries. The comparison
  * anchors each keep their own index (anchors/block-holders.ts), one per policy instance.
  */
-export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: PrefixIndex): RoutingPolicy & RoutingFeedback {
+export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: PrefixIndex, gpu?: GpuTimeModel): RoutingPolicy & RoutingFeedback {
   const r = cfg.routing;
   const slots = fleet.ledger.slots;
   const prefixIndex = (): PrefixIndex => index ?? new PrefixIndex({ entries: r.prefix_index_entries, slots });
@@ -36,6 +37,7 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
       pools: cfg.pools, index: prefixIndex(), fleet, staleMs: cfg.admission.stale_ms,
       headroomRatio: cfg.admission.headroom_ratio, connectionsPerReplica: cfg.upstream.connections_per_replica,
       loadBoundEpsilon: r.load_bound_epsilon, coldPrefixBlocks: r.cold_prefix_blocks, coldKeyBlock: r.cold_key_block,
+      ttftMargin: cfg.admission.ttft_margin, tpotMargin: cfg.admission.tpot_margin, ...(gpu !== undefined ? { gpu } : {}),
     });
   }
 }
@@ -61,16 +63,22 @@ export class Router {
   private readonly fleet: FleetView;
   private readonly holds: ReplicaHolds | null;
   private readonly index: IndexSource | null;
+  /** The GPU-time model admission predicts with: it learns from every policy's feedback. */
+  readonly gpu: GpuTimeModel | null;
   /** Reused across calls: route() is synchronous, so one scratch array per router is safe. */
   private readonly eligible: number[] = [];
   private readonly resident: number[] = [];
   private readonly heldOut: number[] = [];
 
-  constructor(policy: RoutingPolicy & RoutingFeedback, fleet: FleetView, holds: ReplicaHolds | null = null, index: IndexSource | null = null) {
+  constructor(
+    policy: RoutingPolicy & RoutingFeedback, fleet: FleetView, holds: ReplicaHolds | null = null,
+    index: IndexSource | null = null, gpu: GpuTimeModel | null = null,
+  ) {
     this.policy = policy;
     this.fleet = fleet;
     this.holds = holds;
     this.index = index;
+    this.gpu = gpu;
   }
 
   /** Routes one request. The Decision is fresh per call (≈ 80 B): the pipeline keeps it for the feedback hooks. */
@@ -113,11 +121,19 @@ export class Router {
   }
 
   dispatched(req: RouteRequest, d: Decision): void {
+    this.gpu?.dispatched(d.slot, req, d);
     this.policy.dispatched?.(d.slot, req, d);
   }
 
-  firstToken(req: RouteRequest, d: Decision, ttftMs: number): void {
+  /** `streamed` false: a JSON reply, seen whole (its "first token" time includes every other token). */
+  firstToken(req: RouteRequest, d: Decision, ttftMs: number, streamed = true): void {
+    this.gpu?.firstToken(d.slot, req, d, ttftMs, streamed);
     this.policy.firstToken?.(d.slot, req, d, ttftMs);
+  }
+
+  /** The attempt's stream ended after `outputTokens` (called at once, before any reply hashing). */
+  ended(req: RouteRequest, d: Decision, outputTokens: number): void {
+    this.gpu?.ended(d.slot, req, d, outputTokens);
   }
 
   finished(req: RouteRequest, d: Decision, cachedTokens: number | null, replyHashes: Float64Array | null): void {
@@ -125,6 +141,7 @@ export class Router {
   }
 
   replicaReset(slot: number): void {
+    this.gpu?.replicaReset(slot);
     this.policy.replicaReset?.(slot);
   }
 

@@ -34,6 +34,11 @@ export interface RouteRequest {
   /** Slots already tried by earlier attempts of this request. */
   excluded: readonly number[];
   /**
+   * The TTFT this request is admitted against (admission sets it from the tenant's tier before routing);
+   * absent, the pool's engine.ttft_target_ms. Prompts over 4,000 tokens get at least 1.25 × their idle TTFT.
+   */
+  ttftBudgetMs?: number;
+  /**
    * The one slot this request may go to (a Responses API follow-up: only the replica that stored the previous
    * response can continue it), draining or not; absent for every other request.
    */
@@ -67,6 +72,25 @@ export class Decision {
   workAheadTokens = Number.NaN;
   /** The prefill part of predictedTtftMs (kv-aware; NaN otherwise). */
   predictedPrefillMs = Number.NaN;
+  // ---- The GPU-time model's figures for this attempt (src/gpu-time/), whatever the policy. ----
+  /** Its TTFT prediction at admission, ms; NaN when none was made. */
+  gpuTtftMs = Number.NaN;
+  /** Its TPOT prediction for the batch it joins (decode step / (1 − ρ)), ms. */
+  gpuTpotMs = Number.NaN;
+  /** The decode-step part of gpuTtftMs (the steps the prefill rode in), ms. */
+  gpuStepsMs = Number.NaN;
+  /** Prefill work ahead of and including this request there, and this request's own, in equivalent tokens. */
+  gpuWorkAhead = Number.NaN;
+  gpuOwnWork = 0;
+  /** Its first token came back (streamed or not). */
+  gpuPrefilled = false;
+  /** The replica's cumulative dispatched work just after this request's (the model's per-slot counter). */
+  gpuWorkMark = 0;
+  /** At its first token: model clock ms, the batch decoding, KV tokens, and the slot's cumulative prefilled work. */
+  gpuFirstAtMs = Number.NaN;
+  gpuFirstBatch = 0;
+  gpuFirstKv = 0;
+  gpuFirstDone = 0;
 
   reset(): void {
     this.slot = -1;
@@ -78,6 +102,17 @@ export class Decision {
     this.fits = true;
     this.workAheadTokens = Number.NaN;
     this.predictedPrefillMs = Number.NaN;
+    this.gpuTtftMs = Number.NaN;
+    this.gpuTpotMs = Number.NaN;
+    this.gpuStepsMs = Number.NaN;
+    this.gpuWorkAhead = Number.NaN;
+    this.gpuOwnWork = 0;
+    this.gpuPrefilled = false;
+    this.gpuWorkMark = 0;
+    this.gpuFirstAtMs = Number.NaN;
+    this.gpuFirstBatch = 0;
+    this.gpuFirstKv = 0;
+    this.gpuFirstDone = 0;
   }
 }
 

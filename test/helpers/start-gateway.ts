@@ -22,6 +22,8 @@ export interface TestPool {
   aliases?: string[];
   adapters?: string[];
   maxContextTokens?: number;
+  /** The pool's `engine` figures (the GPU-time model's starting point); absent, the schema's 8B defaults. */
+  engine?: Record<string, unknown>;
   /** One entry per replica: mock options, plus the adapters the gateway config says it hosts. */
   replicas: Array<MockOptions & { configAdapters?: string[] }>;
 }
@@ -78,6 +80,7 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       poolCfgs.push({
         id: pool.id, model: pool.model, aliases: pool.aliases ?? [], adapters: pool.adapters ?? [],
         max_context_tokens: pool.maxContextTokens ?? 2048, default_max_tokens: 64, replicas: reps,
+        ...(pool.engine ? { engine: pool.engine } : {}),
       });
     }
     const raw: Record<string, unknown> = {

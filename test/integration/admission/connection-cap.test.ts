@@ -17,8 +17,9 @@ before(async () => {
     config: {
       upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 1000, max_attempts: 3, connections_per_replica: 2 },
       // The mocks below emit a token every 10-15 ms: the drain-rate estimate starts from that pace. A 4 s
-      // queue allowance lets a second and a third wave wait for the first one's connections.
-      admission: { tpot_target_ms: 15, queue_ms_by_tier: { standard: 4000 } },
+      // queue allowance lets a second and a third wave wait for the first one's connections; the standard tier's
+      // TTFT budget is raised to match (the default 400 ms would leave no time to wait in the queue).
+      admission: { tpot_target_ms: 15, queue_ms_by_tier: { standard: 4000 }, ttft_ms_by_tier: { standard: 10_000 } },
     },
   });
   for (const r of stack.replicas.values()) await setFault(r.url, { mode: 'slow', delay_ms: 10 });

@@ -15,8 +15,12 @@ const FIRST_TOKEN_TIMEOUT_MS = 1500;
 before(async () => {
   stack = await startStack({
     pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [{ profile: 'tiny' }] }],
-    // One connection per replica: a second request waits in the admission queue.
-    config: { upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: FIRST_TOKEN_TIMEOUT_MS, max_attempts: 1, connections_per_replica: 1 } },
+    // One connection per replica: a second request waits in the admission queue, for the standard tier's 2 s
+    // queue allowance (its TTFT budget raised to match: the default 400 ms would leave no time to wait).
+    config: {
+      upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: FIRST_TOKEN_TIMEOUT_MS, max_attempts: 1, connections_per_replica: 1 },
+      admission: { ttft_ms_by_tier: { standard: 10_000 } },
+    },
   });
   await setFault(stack.replicas.get('8b-1')!.url, { mode: 'slow', delay_ms: 25 });
 });

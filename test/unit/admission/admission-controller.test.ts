@@ -283,7 +283,7 @@ test('a pool with no healthy replica is unroutable at once, and a queued request
 test('metrics: admitted, queued and shed counted per pool', () => {
   const counts: string[] = [];
   const h = harness(two({ usage: 0.9, running: 1 }, { usage: 0.9, running: 1 }));
-  (h.adm as unknown as { deps: { metrics: unknown } }).deps.metrics = { admission: (pool: string, r: string) => counts.push(`${pool}:${r}`) };
+  (h.adm as unknown as { deps: { metrics: unknown } }).deps.metrics = { admission: (pool: string, r: string) => counts.push(`${pool}:${r}`), shed: () => undefined };
   h.ask('shed', { tier: 'premium' });
   h.ask('queued', { tier: 'batch' });
   h.fleet.scrape({ a: 0, b: 0 });

@@ -8,6 +8,7 @@ import type { AdmissionTicket } from '../../../src/admission/pool-admission.ts';
 import { configSchema, type GatewayConfig } from '../../../src/config/schema.ts';
 import { InflightLedger, type LedgerEntry } from '../../../src/registry/inflight-ledger.ts';
 import type { ReplicaRow } from '../../../src/registry/replica-table.ts';
+import { GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
 import { KvEstimator } from '../../../src/router/kv-estimate.ts';
 import { LeastOutstandingTokensPolicy } from '../../../src/router/policies/least-outstanding-tokens.ts';
 import { Router } from '../../../src/router/route.ts';
@@ -106,6 +107,8 @@ export interface Harness {
   clock: VirtualClock;
   fleet: FakeFleet;
   adm: AdmissionController;
+  gpu: GpuTimeModel;
+  router: Router;
   cfg: GatewayConfig;
   /** Outcomes by request name, filled by the callbacks. */
   outcomes: Map<string, AdmissionOutcome>;
@@ -117,18 +120,26 @@ export interface Harness {
   finish(name: string): void;
 }
 
-export function harness(specs: Spec[], opts: { admission?: Record<string, unknown>; policy?: RoutingPolicy; connections?: number; now?: number } = {}): Harness {
+/** TTFT budgets out of reach: the KV rules judged alone, with the tiers' queue allowances deciding the waits. */
+const KV_ONLY = { ttft_ms_by_tier: { premium: 600_000, standard: 600_000, batch: 600_000 } };
+
+/**
+ * `gpuTime`: admit against the default TTFT budgets (the GPU-time rules); otherwise the budgets are out of
+ * reach and only the KV and queue rules act.
+ */
+export function harness(specs: Spec[], opts: { admission?: Record<string, unknown>; engine?: Record<string, unknown>; policy?: RoutingPolicy; connections?: number; now?: number; gpuTime?: boolean } = {}): Harness {
   const clock = new VirtualClock(opts.now ?? 10_000);
   for (const s of specs) if (s.scrapedAt === undefined && !('scrapedAt' in s)) s.scrapedAt = clock.now();
   const fleet = new FakeFleet(specs, clock);
   const cfg = configSchema.parse({
-    pools: [{ id: 'p', model: 'm', replicas: [{ id: 'x', url: 'http://127.0.0.1:1' }] }],
-    admission: opts.admission ?? {},
+    pools: [{ id: 'p', model: 'm', replicas: [{ id: 'x', url: 'http://127.0.0.1:1' }], engine: opts.engine ?? {} }],
+    admission: { ...(opts.gpuTime === true ? {} : KV_ONLY), ...opts.admission },
     upstream: { connections_per_replica: opts.connections ?? 1024 },
   });
-  const router = new Router(opts.policy ?? new LeastOutstandingTokensPolicy(), fleet);
+  const gpu = new GpuTimeModel(cfg.pools, fleet, cfg.admission.stale_ms);
+  const router = new Router(opts.policy ?? new LeastOutstandingTokensPolicy(), fleet, null, null, gpu);
   const adm = new AdmissionController({
-    fleet, kv: new KvEstimator(fleet, specs.length, cfg.admission.stale_ms), router, clock, cfg: cfg.admission,
+    fleet, kv: new KvEstimator(fleet, specs.length, cfg.admission.stale_ms), gpu, router, clock, cfg: cfg.admission,
     connectionsPerReplica: cfg.upstream.connections_per_replica, pollMs: 100,
   });
   const outcomes = new Map<string, AdmissionOutcome>();
@@ -136,7 +147,7 @@ export function harness(specs: Spec[], opts: { admission?: Record<string, unknow
   const tickets = new Map<string, AdmissionTicket>();
   const reservations = new Map<string, number>();
   const h: Harness = {
-    clock, fleet, adm, cfg, outcomes, entries, tickets,
+    clock, fleet, adm, gpu, router, cfg, outcomes, entries, tickets,
     ask(name, r = {}) {
       const { n = 1, tier = 'standard', ...route } = r;
       const req: AdmissionRequest = {
@@ -147,6 +158,7 @@ export function harness(specs: Spec[], opts: { admission?: Record<string, unknow
         outcomes.set(name, o);
         if (o.kind === 'admitted') {
           entries.set(name, fleet.ledger.dispatch(o.slot, req.route.promptTokens, req.route.maxTokens * n, 16));
+          router.dispatched(req.route, o.decision);
           reservations.set(name, req.route.promptTokens + req.route.maxTokens * n);
         }
       });

@@ -31,8 +31,11 @@ async function rendered(): Promise<Map<string, string>> {
         fallbacks: () => [{ replica: '8b-1', reason: 'silent', count: 1 }],
         lagSeconds: () => [['8b-1', 0.002]], live: () => [['8b-1', 1]], blocks: () => [['8b-1', 40]],
       },
+      gpuPrefillRate: () => [['8b-1', 11_000]], gpuDecodeBase: () => [['8b-1', 0.0105]], gpuDecodePerSeq: () => [['8b-1', 0.000025]],
     });
     scriptedRun(m);
+    m.shed('8b', 'arrival');
+    m.ttftPrediction('8b', 110, 100);
     m.thread.tokenizeInline.observe(0.001);
     m.thread.scrapeSeconds.observe(0.01);
     m.thread.scrapes.ok.inc();

@@ -39,6 +39,7 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
       dispatched: (r) => { if (r === routeReq) feedback.push('dispatched'); },
       firstToken: (r, _d, ms) => { if (r === routeReq) feedback.push(`firstToken ${ms >= 0 ? 'ok' : 'negative'}`); },
       finished: (r, _d, cached, hashes) => { if (r === routeReq) feedback.push(`finished ${cached} ${hashes}`); },
+      ended: () => undefined,
     },
     upstream: { dispatch: () => call },
     replies: opts.replies ?? null,

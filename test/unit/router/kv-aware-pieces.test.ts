@@ -1,73 +1,83 @@
-// The pieces kv-aware is built from, table by table: the predicted-TTFT scorer, the headroom and load-bound
-// filters, the tiered picker, the prefill-rate learner, the engine step model and the cached-token rule.
+// The pieces kv-aware is built from, table by table: the GPU-time scorer, the headroom and load-bound
+// filters, the tiered picker, the pool's nominal step model and the cached-token rule.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CandidateTable } from '../../../src/router/candidate-table.ts';
-import { EngineModel } from '../../../src/router/engine-model.ts';
 import { HeadroomFilter } from '../../../src/router/filters/headroom-filter.ts';
 import { LoadBoundFilter } from '../../../src/router/filters/load-bound-filter.ts';
-import { KvEstimator } from '../../../src/router/kv-estimate.ts';
-import { PrefillRateLearner } from '../../../src/router/prefill-rate.ts';
 import { PrefixIndex } from '../../../src/router/prefix-index.ts';
 import { TieredPicker } from '../../../src/router/pickers/tiered-picker.ts';
-import { PredictedTtftScorer } from '../../../src/router/scorers/predicted-ttft-scorer.ts';
+import { GpuTimeScorer } from '../../../src/router/scorers/gpu-time-scorer.ts';
 import { predictedCachedTokens } from '../../../src/router/cached-tokens.ts';
+import { GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
+import { PoolFigures } from '../../../src/gpu-time/pool-figures.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
-const pool8b = fixtureConfig(['a']).pools[0]!;
+const cfg8b = fixtureConfig(['a']);
+const pool8b = cfg8b.pools[0]!;
+/** Equivalent prefill tokens of positions a..b with the 8B default attention coefficient. */
+const work = (a: number, b: number): number => b - a + 1.872e-5 * (b * b - a * a);
 
 void test('the step model reproduces the mock engine calibration for 8B and 70B', () => {
-  const m8 = new EngineModel(pool8b);
-  const m70 = new EngineModel({ id: '70b', block_size: 16, engine: { ...pool8b.engine, decode_base_ms: 48.5, decode_per_seq_ms: 0.06, decode_per_1k_kv_tokens_ms: 0.1 } });
-  const cases: Array<[EngineModel, number, number]> = [[m8, 1, 10.65], [m8, 64, 20.3], [m8, 256, 49.5], [m70, 1, 48.7], [m70, 128, 75.4]];
+  const m8 = new PoolFigures(pool8b);
+  const m70 = new PoolFigures({ id: '70b', block_size: 16, engine: { ...pool8b.engine, decode_base_ms: 48.5, decode_per_seq_ms: 0.06, decode_per_1k_kv_tokens_ms: 0.1 } });
+  const cases: Array<[PoolFigures, number, number]> = [[m8, 1, 10.65], [m8, 64, 20.3], [m8, 256, 49.5], [m70, 1, 48.7], [m70, 128, 75.4]];
   for (const [m, batch, ms] of cases) assert.ok(Math.abs(m.stepMs(batch, batch * 1500) - ms) < 0.1, `${batch} → ${m.stepMs(batch, batch * 1500)}`);
 });
 
-void test('predicted TTFT: queued prefill and uncached tokens over the rate, adapter load, one decode step', () => {
-  // prompt 1,208 tokens (75 full blocks), max_tokens 100 → 82 blocks; 8B defaults: 12,000 tok/s.
+void test('predicted TTFT: prefill ahead and own uncached work over the rate, riding in decode steps, adapter load', () => {
+  // prompt 1,208 tokens (75 full blocks), max_tokens 100 → 82 blocks; 8B defaults: 12 tokens/ms, steps of
+  // 10.5 + 0.025 × batch + 0.085 per 1k KV tokens, 2,048 tokens per step.
+  const idle = work(0, 1208) / 12 + 10.525;
   const cases: Array<{ name: string; matched: number; setup?: (f: FixtureFleet) => void; adapter?: string; ttft: number; kvAfter: number }> = [
-    { name: 'idle, nothing cached', matched: 0, ttft: 111.30319, kvAfter: 82 / 10_000 },
-    { name: '50 blocks cached', matched: 50, ttft: 44.56852, kvAfter: 32 / 10_000 },
+    { name: 'idle, nothing cached', matched: 0, ttft: idle, kvAfter: 82 / 10_000 },
+    { name: '50 blocks cached', matched: 50, ttft: work(800, 1208) / 12 + 10.525, kvAfter: 32 / 10_000 },
     {
+      // Ahead: 2,400 ledger tokens no first token has come back for, and 2 scraped waiting requests beyond
+      // the ledger's (3 − 1) of the pool's mean prompt (the request's own until one is dispatched); batch 10
+      // from the scrape, 1,000 blocks used: steps of 10.5 + 0.025 × 11 + 0.085 × 16 = 12.135 ms, each with
+      // 2,038 prefill tokens: ceil(6,105.95 / 2,038) = 3 of them; half a step left of the one in progress.
       name: 'ledger prefill + scraped waiting beyond the ledger × mean prompt, batch from the scrape', matched: 0,
       setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 3, running: 10, kvUsage: 0.1 }); },
-      ttft: 479.57985, kvAfter: 1082 / 10_000,
+      ttft: (2400 + 3 * work(0, 1208)) / 12 + 3.5 * 12.135, kvAfter: 1082 / 10_000,
     },
-    { name: 'adapter not resident', matched: 0, adapter: 'sql', ttft: 151.30319, kvAfter: 82 / 10_000 },
-    { name: 'adapter resident', matched: 0, adapter: 'sql', setup: (f) => { f.resident[0] = ['sql']; }, ttft: 111.30319, kvAfter: 82 / 10_000 },
+    { name: 'adapter not resident', matched: 0, adapter: 'sql', ttft: idle + 40, kvAfter: 82 / 10_000 },
+    { name: 'adapter resident', matched: 0, adapter: 'sql', setup: (f) => { f.resident[0] = ['sql']; }, ttft: idle, kvAfter: 82 / 10_000 },
     {
       name: 'stale row: only the ledger counts, KV unknown', matched: 0,
       setup: (f) => { f.ledger.dispatch(0, 2400, 0, 16); Object.assign(f.rows[0]!, { waiting: 50, running: 200, kvUsage: 0.5, lastGoodScrapeMs: 1 }); },
-      ttft: 311.50719, kvAfter: Number.NaN,
+      // KV from the ledger's reservation alone: 150 blocks = 2,400 tokens → step 10.729 ms; 2 steps and half
+      // of the one in progress.
+      ttft: (2400 + work(0, 1208)) / 12 + 2.5 * 10.729, kvAfter: Number.NaN,
     },
   ];
   for (const c of cases) {
     const fleet = new FixtureFleet(['a']);
     c.setup?.(fleet);
     const index = new PrefixIndex({ entries: 64, slots: 1 });
-    const scorer = new PredictedTtftScorer(new KvEstimator(fleet, 1, 5000), new PrefillRateLearner(1), index);
     const t = new CandidateTable(1);
     t.begin([0]);
     t.matched[0] = c.matched;
-    scorer.score(request(hashes(75, 1), { promptTokens: 1208, adapter: c.adapter ?? null }), t, fleet, new EngineModel(pool8b), 1000);
-    assert.ok(Math.abs(t.ttftMs[0]! - c.ttft) < 1e-3, `${c.name}: ${t.ttftMs[0]}`);
+    new GpuTimeScorer().score(request(hashes(75, 1), { promptTokens: 1208, adapter: c.adapter ?? null }), t, fleet, new GpuTimeModel(cfg8b.pools, fleet, 5000), index);
+    assert.ok(Math.abs(t.ttftMs[0]! - c.ttft) < 1e-3, `${c.name}: ${t.ttftMs[0]} against ${c.ttft}`);
     if (Number.isNaN(c.kvAfter)) assert.ok(Number.isNaN(t.kvAfter[0]!), c.name);
     else assert.ok(Math.abs(t.kvAfter[0]! - c.kvAfter) < 1e-9, `${c.name}: kv ${t.kvAfter[0]}`);
     assert.equal(t.addTokens[0], 1208 - c.matched * 16 + 100, c.name);
-    // The TTFT budget: the pool's 400 ms target, since 1.25 × this prompt's own idle prefill is less.
+    // The TTFT budget: the pool's 400 ms target (the prompt is under 4,000 tokens).
     assert.equal(t.budgetMs[0], 400, c.name);
   }
 });
 
-void test('TTFT budget: a long prompt may take 1.25 × its own idle prefill, more than the target', () => {
+void test('TTFT budget: a prompt over 4,000 tokens may take 1.25 × its idle TTFT, more than the target', () => {
   const fleet = new FixtureFleet(['a']);
-  const scorer = new PredictedTtftScorer(new KvEstimator(fleet, 1, 5000), new PrefillRateLearner(1), new PrefixIndex({ entries: 64, slots: 1 }));
   const t = new CandidateTable(1);
   t.begin([0]);
   t.matched[0] = 0;
-  scorer.score(request(hashes(2000, 1), { promptTokens: 32_000 }), t, fleet, new EngineModel(pool8b), 1000);
-  const own = (32_000 / 12_000) * 1000 + new EngineModel(pool8b).stepMs(1, 32_000);
-  assert.ok(Math.abs(t.budgetMs[0]! - 1.25 * own) < 1e-6, String(t.budgetMs[0]));
+  new GpuTimeScorer().score(request(hashes(2000, 1), { promptTokens: 32_000 }), t, fleet, new GpuTimeModel(cfg8b.pools, fleet, 5000), new PrefixIndex({ entries: 64, slots: 1 }));
+  // 16 chunks of 2,048 (the last 1,280): each a step at batch 1 reading the context before it, plus its work.
+  let idle = 0;
+  for (let a = 0; a < 32_000; a += 2048) idle += 10.525 + 0.085 * a / 1000 + work(a, Math.min(32_000, a + 2048)) / 12;
+  assert.ok(Math.abs(t.budgetMs[0]! - 1.25 * idle) < 1e-6, `${t.budgetMs[0]} against ${1.25 * idle}`);
   assert.ok(t.ttftMs[0]! <= t.budgetMs[0]!, 'an idle replica meets a long prompt\'s budget');
 });
 
@@ -132,21 +142,6 @@ void test('tiered picker: fits, then fresh but full, then stale; never outside t
   assert.equal(new TieredPicker().pickHighestWeight(t), 1, 'highest weight among those that fit');
   t.fits[0] = 0; t.fits[1] = 0;
   assert.equal(new TieredPicker().pickHighestWeight(t), 2, 'none fits: the least TTFT of the full ones');
-});
-
-void test('prefill rate: samples clamped to [0.5×, 2×] the estimate, then an EWMA; reset returns to the pool figure', () => {
-  const r = new PrefillRateLearner(2);
-  assert.equal(r.rate(0, 12_000), 12_000);
-  r.observe(0, 6000, 1000, 12_000); // 6,000 tok/s: within the clamp
-  assert.equal(r.rate(0, 12_000), 10_800);
-  r.observe(0, 100_000, 1, 12_000); // absurdly fast: clamped to 2×
-  assert.equal(r.rate(0, 12_000), 10_800 + 0.2 * 10_800);
-  r.observe(0, 0, 100, 12_000);
-  r.observe(0, 100, -5, 12_000);
-  assert.equal(r.sampleCount(0), 2, 'empty or negative samples are ignored');
-  r.reset(0);
-  assert.equal(r.rate(0, 12_000), 12_000);
-  assert.equal(r.rate(1, 2400), 2400);
 });
 
 void test('the cached tokens a replica reports for a held prefix leave the last prompt token to compute', () => {

@@ -13,7 +13,7 @@ const IDS = ['r0', 'r1', 'r2', 'r3'];
 function setup(ids = IDS, engine: Record<string, unknown> = {}): { fleet: FixtureFleet; router: Router; policy: KvAwarePolicy } {
   const fleet = new FixtureFleet(ids);
   const policy = createPolicy(fixtureConfig(ids, {}, engine), fleet) as KvAwarePolicy;
-  return { fleet, router: new Router(policy, fleet), policy };
+  return { fleet, router: new Router(policy, fleet, null, null, policy.gpu), policy };
 }
 
 function route(router: Router, req: RouteRequest): Decision {
@@ -174,23 +174,27 @@ void test('a replica reset forgets its prefixes: the next request is cold again'
   const d = route(router, request(hashes(80, 71)));
   assert.equal(d.why, 'cold');
   assert.equal(d.cachedBlocks, 0);
-  assert.equal(policy.rates.rate(first.slot, 1), 1, 'its learned rate is forgotten too');
+  assert.equal(policy.gpu.rates.rate(first.slot, 1), 1, 'its learned rate is forgotten too');
 });
 
 void test('first tokens teach the replica its prefill rate, which the next prediction uses', () => {
   const { fleet, router, policy } = setup();
   const req = request(hashes(250, 81), { promptTokens: 4000 });
   const d = send(fleet, router, req);
-  assert.ok(Math.abs(d.workAheadTokens - 4000) < 1e-9);
+  const own = 4000 + 1.872e-5 * 4000 * 4000; // the prompt's tokens and its attention's square term
+  assert.ok(Math.abs(d.workAheadTokens - own) < 1e-6, String(d.workAheadTokens));
   const fixed = d.predictedTtftMs - d.predictedPrefillMs;
-  for (let i = 0; i < 20; i++) router.firstToken(req, d, fixed + 4000 / 6); // 6,000 tok/s observed
-  const learned = policy.rates.rate(d.slot, 12_000);
-  assert.ok(Math.abs(learned - 6000) < 100, `learned ${learned}`);
-  router.firstToken(req, d, fixed + 4000 / 600_000); // one absurd sample moves it by at most 20 % of 2×
-  assert.ok(policy.rates.rate(d.slot, 12_000) <= learned * 1.2 + 1e-6);
+  for (let i = 0; i < 20; i++) {
+    d.gpuPrefilled = false;
+    router.firstToken(req, d, fixed + own / 6); // 6,000 tok/s observed
+  }
+  const learned = policy.gpu.rates.rate(d.slot, 12);
+  assert.ok(Math.abs(learned - 6) < 0.1, `learned ${learned} tokens/ms`);
+  router.firstToken(req, d, fixed + own / 600); // one absurd sample does not move the median
+  assert.ok(Math.abs(policy.gpu.rates.rate(d.slot, 12) - learned) < 1e-9);
   fleet.ledger.resetSlot(d.slot);
-  const next = route(router, request(hashes(10, 82), { promptTokens: 6000 }));
-  assert.ok(next.predictedPrefillMs > 0);
+  const next = route(router, request(hashes(10, 82), { promptTokens: 6000, pinned: d.slot }));
+  assert.ok(Math.abs(next.predictedPrefillMs - (6000 + 1.872e-5 * 6000 * 6000) / 6) < 1, String(next.predictedPrefillMs));
 });
 
 void test('the load bound is never exceeded under a random mix of hot and cold prefixes, sizes and completions', () => {

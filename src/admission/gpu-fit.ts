@@ -1,0 +1,64 @@
+// Admission's question to the GPU-time model (src/gpu-time/): can this replica start this request within its
+// TTFT budget without pushing its batch past the TPOT target, and if not, how long until it could?
+//   budget   = the tier's TTFT (admission.ttft_ms_by_tier; prompts over 4,000 tokens at least 1.25 × their
+//              idle-replica TTFT) less the time already spent in the admission queue
+//   fits     = predicted TTFT ≤ limit and predicted TPOT ≤ tpot_margin × the pool's tpot_target_ms, where
+//              limit = max(ttft_margin × budget, 1.05 × own), own being the request's TTFT there with nothing
+//              queued ahead (ttftLimitMs): a request whose own prefill takes most of its budget is served
+//              where nothing is queued ahead of it; once queued, the budget left is the limit
+//   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed); Infinity when never
+// Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
+import { GpuPrediction, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
+import type { Decision, RouteRequest } from '../router/types.ts';
+
+
+export class GpuFit {
+  readonly p = new GpuPrediction();
+  /** The last judge(): TTFT limit and TPOT limit used (ms), and the model's wait until it would fit. */
+  limitMs = 0;
+  tpotLimitMs = 0;
+  waitMs = 0;
+
+  /** Judges `slot` for `req`, which has waited `waitedMs` already; true when it fits now. */
+  judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
+    const fig = gpu.figures(req.poolId);
+    const p = gpu.predict(req, slot, cachedBlocks, this.p);
+    if (fig === undefined || Number.isNaN(p.ttftMs)) {
+      this.waitMs = 0;
+      return true;
+    }
+    const budget = gpu.budgetMs(req, tierMs) - waitedMs;
+    const limit = waitedMs === 0 || budget > p.ownTtftMs ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
+    this.limitMs = limit;
+    this.tpotLimitMs = tpotMargin * fig.tpotTargetMs;
+    if (p.ttftMs <= limit && p.tpotMs <= this.tpotLimitMs) {
+      this.waitMs = 0;
+      return true;
+    }
+    this.waitMs = gpu.waitMs(p, limit, this.tpotLimitMs);
+    return false;
+  }
+
+  /**
+   * Whether waiting `waitMs` and then starting would still meet the limit the last judge() used, with one
+   * `pollMs` to spare: the queue looks again only that often, so a request with less slack would most likely
+   * be shed after waiting instead of at once.
+   */
+  worthQueueing(pollMs: number): boolean {
+    const p = this.p;
+    if (!Number.isFinite(this.waitMs)) return false;
+    const later = p.ttftMs - this.waitMs;
+    return this.waitMs + (later > p.ownTtftMs ? later : p.ownTtftMs) + pollMs <= this.limitMs;
+  }
+
+  /** Copies the last prediction into the decision: the model learns from it at the first token. */
+  record(d: Decision): void {
+    const p = this.p;
+    d.gpuTtftMs = p.ttftMs;
+    d.gpuTpotMs = p.tpotMs;
+    d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
+    d.gpuWorkAhead = p.workAhead;
+    d.gpuOwnWork = p.ownWork;
+  }
+}

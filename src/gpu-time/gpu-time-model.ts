@@ -1,0 +1,396 @@
+// The GPU-time model: what each replica's GPU will do with a request, in milliseconds. One instance per
+// gateway thread, shared by admission (src/admission/) and the kv-aware router; fed by the Router's feedback.
+//
+// A replica's engine runs steps back to back. Each step carries one token of every decoding sequence first,
+// then up to max_num_batched_tokens − batch tokens of prefill chunks, FCFS; it lasts
+//   decode step(batch, KV context) + prefill work in it / prefill rate.
+// So, for a request sent to a replica with B sequences decoding and W equivalent prefill tokens ahead of its
+// first token (the queue ahead plus its own uncached part):
+//   TTFT ≈ ceil(W / (budget − B)) × decode step(B + 1) + W / rate   (+ adapter load when not resident)
+// and over time, with ρ = prefill work arriving per ms / rate (the GPU's share spent prefilling), every
+// decoding sequence's TPOT ≈ decode step(batch) / (1 − ρ): TPOT grows with prefill load while KV sits empty.
+//
+// What it reads: the replica table (scraped running/waiting/KV, through KvEstimator) and the in-flight
+// ledger (this gateway's requests there). What it keeps per slot (typed arrays, no allocation per request):
+// the prefill queue as a fluid (work dispatched, drained at the rate the scheduler gives prefill at the
+// current batch, never more than the work dispatched after the last request to see its first token), the
+// prefill work arriving (a sum decaying with ARRIVAL_WINDOW_MS), and the learned figures: prefill rate
+// (prefill-rate.ts, from first tokens) and decode step (decode-fit.ts, from each stream's inter-token time
+// less the prefill the replica did meanwhile). src/gpu-time/README.md has the derivations and the error.
+// Thread: the acceptor. Hot path: predict() is one KvEstimator read, five ledger loads and ~30 flops.
+import type { GatewayConfig } from '../config/schema.ts';
+import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_RUNNING } from '../registry/inflight-ledger.ts';
+import { KvEstimator, KvState } from '../router/kv-estimate.ts';
+import type { Decision, FleetView, RouteRequest } from '../router/types.ts';
+import { DecodeFit } from './decode-fit.ts';
+import { PoolFigures } from './pool-figures.ts';
+import { PrefillRates } from './prefill-rate.ts';
+
+/** Time constant of the arriving-prefill sum: about one stream's life (300 tokens at 20-40 ms). */
+export const ARRIVAL_WINDOW_MS = 8000;
+/** ρ is capped below 1 so a predicted TPOT stays finite (and large) on an oversubscribed replica. */
+export const RHO_CAP = 0.95;
+/** A request's own prefill counts in ρ up to this share of the window's prefill capacity (a 100k-token
+ * prompt stalls the batch once; it does not raise the rate for the whole window). */
+export const OWN_RHO_CAP = 0.25;
+/** Prompts up to this many tokens are held to the tier's TTFT; longer ones to 1.25 × their idle TTFT. */
+export const SHORT_PROMPT_TOKENS = 4000;
+export const LONG_PROMPT_FACTOR = 1.25;
+/** First tokens after less prefill work than this say more about fixed costs than about the rate. */
+const MIN_RATE_SAMPLE_WORK = 256;
+/** Streams shorter than this give no decode-step sample (too few gaps to average the step noise). */
+const MIN_DECODE_SAMPLE_TOKENS = 8;
+/** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
+const MEAN_PROMPT_ALPHA = 0.05;
+
+/** One candidate's prediction, written by predict() into a caller-owned object. */
+export class GpuPrediction {
+  fresh = false;
+  /** Sequences decoding now (scrape or ledger, the larger). */
+  batch = 0;
+  /** KV: blocks in use now (KvEstimator), the pool size (NaN unknown), and use after this request (0-1). */
+  usedBlocks = 0;
+  totalBlocks = Number.NaN;
+  kvAfter = Number.NaN;
+  /** Equivalent prefill tokens ahead of this request's first token, its own included; and its own. */
+  workAhead = 0;
+  ownWork = 0;
+  /** Prefill rate used, tokens per ms. */
+  rate = 0;
+  /** TTFT parts: prefill work / rate, and the decode steps the prefill rides in. */
+  prefillMs = 0;
+  stepsMs = 0;
+  /** What is left of the step in progress when the request arrives (0 on an idle replica). */
+  residualMs = 0;
+  adapterMs = 0;
+  ttftMs = 0;
+  /** TTFT with nothing queued ahead: its own prefill, its steps and the adapter load. */
+  ownTtftMs = 0;
+  /** Decode step once this request and those prefilling there join the batch, and ρ with this request. */
+  stepMs = 0;
+  rho = 0;
+  /** ρ's parts before the cap: the prefill arriving there, and this request's own (capped at OWN_RHO_CAP). */
+  rhoArriving = 0;
+  rhoOwn = 0;
+  tpotMs = 0;
+  inflight = 0;
+}
+
+class PoolState {
+  fig: PoolFigures;
+  meanPromptTokens = Number.NaN;
+  constructor(fig: PoolFigures) {
+    this.fig = fig;
+  }
+}
+
+/** Receives each first token's predicted and observed TTFT (the prediction-error metric). */
+export interface GpuTimeMetrics {
+  ttftPrediction(pool: string, predictedMs: number, observedMs: number): void;
+}
+
+export class GpuTimeModel {
+  readonly kv: KvEstimator;
+  readonly rates: PrefillRates;
+  readonly decode: DecodeFit;
+  metrics: GpuTimeMetrics | null = null;
+  private readonly fleet: FleetView;
+  private readonly pools = new Map<string, PoolState>();
+  private readonly st = new KvState();
+  /** Fluid prefill queue per slot: equivalent tokens, when last advanced, and its drain rate (tokens/ms). */
+  private readonly backlog: Float64Array;
+  private readonly backlogAt: Float64Array;
+  private readonly drainPerMs: Float64Array;
+  /** Prefill work arriving: a sum decaying with ARRIVAL_WINDOW_MS, and when it was last decayed. */
+  private readonly arrivals: Float64Array;
+  private readonly arrivalsAt: Float64Array;
+  /** Cumulative work dispatched, and cumulative work whose first token came back, per slot. */
+  private readonly dispatchedWork: Float64Array;
+  private readonly prefilledWork: Float64Array;
+  /** This model's raw prefill tokens in flight before their first token (the ledger's share that is ours). */
+  private readonly ownPrefill: Float64Array;
+  /** The same requests' equivalent prefill work. */
+  private readonly ownPrefillWork: Float64Array;
+
+  constructor(pools: GatewayConfig['pools'], fleet: FleetView, staleMs: number) {
+    const slots = fleet.ledger.slots;
+    this.fleet = fleet;
+    this.kv = new KvEstimator(fleet, slots, staleMs);
+    this.rates = new PrefillRates(slots);
+    this.decode = new DecodeFit(slots);
+    this.backlog = new Float64Array(slots);
+    this.backlogAt = new Float64Array(slots);
+    this.drainPerMs = new Float64Array(slots);
+    this.arrivals = new Float64Array(slots);
+    this.arrivalsAt = new Float64Array(slots);
+    this.dispatchedWork = new Float64Array(slots);
+    this.prefilledWork = new Float64Array(slots);
+    this.ownPrefill = new Float64Array(slots);
+    this.ownPrefillWork = new Float64Array(slots);
+    this.reconfigure(pools);
+  }
+
+  /** New nominal figures (config reload); learned ones are kept. */
+  reconfigure(pools: GatewayConfig['pools']): void {
+    for (const p of pools) {
+      const s = this.pools.get(p.id);
+      if (s === undefined) this.pools.set(p.id, new PoolState(new PoolFigures(p)));
+      else s.fig = new PoolFigures(p);
+    }
+  }
+
+  figures(poolId: string): PoolFigures | undefined {
+    return this.pools.get(poolId)?.fig;
+  }
+
+  /** Learned (or nominal) figures of a slot, for the metrics gauges. */
+  prefillTokensPerSecond(slot: number, poolId: string): number {
+    const fig = this.pools.get(poolId)?.fig;
+    return fig === undefined ? Number.NaN : this.rates.rate(slot, fig.prefillTokensPerMs) * 1000;
+  }
+
+  decodeFigures(slot: number, poolId: string): { baseMs: number; perSeqMs: number; perKvTokenMs: number } | null {
+    const fig = this.pools.get(poolId)?.fig;
+    if (fig === undefined) return null;
+    const d = this.decode;
+    return { baseMs: d.baseMs(slot, fig), perSeqMs: d.perSeqMs(slot, fig), perKvTokenMs: d.perKvTokenMs(slot, fig) };
+  }
+
+  /**
+   * The TTFT budget of a request: `tierMs` (or the pool's ttft_target_ms), and for a prompt over 4,000 tokens
+   * at least 1.25 × its TTFT on an idle replica (the SLO's rule for long prompts).
+   */
+  budgetMs(req: RouteRequest, tierMs?: number): number {
+    const fig = this.pools.get(req.poolId)?.fig;
+    const base = tierMs ?? req.ttftBudgetMs ?? fig?.ttftTargetMs ?? 400;
+    if (fig === undefined || req.promptTokens <= SHORT_PROMPT_TOKENS) return base;
+    const idle = LONG_PROMPT_FACTOR * fig.idleTtftMs(req.promptTokens);
+    return idle > base ? idle : base;
+  }
+
+  /** TTFT and TPOT of `req` on `slot` with `cachedBlocks` of its prompt there. Fills and returns `out`. */
+  predict(req: RouteRequest, slot: number, cachedBlocks: number, out: GpuPrediction): GpuPrediction {
+    const pool = this.pools.get(req.poolId);
+    if (pool === undefined) {
+      out.ttftMs = out.tpotMs = Number.NaN;
+      return out;
+    }
+    const fig = pool.fig;
+    const fleet = this.fleet;
+    const ledger = fleet.ledger;
+    const st = this.st;
+    const now = fleet.nowMs();
+    const fresh = this.kv.read(slot, st);
+    const bs = fig.blockSize;
+    const ledgerRunning = ledger.get(slot, LEDGER_RUNNING);
+    const inflight = ledger.get(slot, LEDGER_INFLIGHT);
+    const batch = fresh && st.running > ledgerRunning ? st.running : ledgerRunning;
+    const cached = cachedBlocks * bs < req.promptTokens ? cachedBlocks * bs : 0;
+    const own = fig.work(cached, req.promptTokens);
+    const rate = this.rates.rate(slot, fig.prefillTokensPerMs);
+    // A stale row's KV is not trusted: what this gateway reserved there is all it knows.
+    const used = fresh ? st.usedBlocks : ledger.get(slot, LEDGER_RESERVED_BLOCKS);
+    const kvTokens = used * bs;
+    const step = this.decode.stepMs(slot, fig, batch + 1, kvTokens);
+    let chunk = fig.maxBatchedTokens - batch;
+    if (chunk < 1) chunk = 1;
+    // The fluid queue drains at the prefill throughput of steps carrying this batch.
+    this.drainPerMs[slot] = chunk / (step + chunk / rate);
+    let ahead = this.advance(slot, now);
+    // The ledger is the truth about what still awaits a first token: the fluid never holds more than our
+    // share of it; what other acceptor threads sent there (the ledger is shared, our fluid is not) adds.
+    const ledgerPrefill = ledger.get(slot, LEDGER_PREFILL_TOKENS);
+    const mine = this.ownPrefill[slot]!;
+    const cap = mine > 0 ? (ledgerPrefill < mine ? ledgerPrefill : mine) * (this.ownPrefillWork[slot]! / mine) : 0;
+    if (ahead > cap) ahead = this.backlog[slot] = cap;
+    if (ledgerPrefill > mine) ahead += ledgerPrefill - mine;
+    // Waiting requests no gateway thread here accounts for (other gateways): the pool's mean prompt each.
+    const unaccounted = st.waiting - (inflight - ledgerRunning);
+    if (fresh && unaccounted > 0) {
+      const mean = Number.isNaN(pool.meanPromptTokens) ? req.promptTokens : pool.meanPromptTokens;
+      ahead += unaccounted * fig.work(0, mean);
+    }
+    const work = ahead + own;
+    const steps = Math.ceil(work / chunk);
+    const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
+    out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
+    out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
+    out.fresh = fresh;
+    out.batch = batch;
+    out.inflight = inflight;
+    out.usedBlocks = used;
+    out.totalBlocks = st.totalBlocks;
+    const newBlocks = Math.ceil((req.promptTokens + req.maxTokens) / bs) - cachedBlocks;
+    out.kvAfter = !fresh || Number.isNaN(st.totalBlocks) ? Number.NaN : (used + newBlocks) / st.totalBlocks;
+    out.workAhead = work;
+    out.ownWork = own;
+    out.rate = rate;
+    out.prefillMs = work / rate;
+    out.stepsMs = (steps > 0 ? steps : 1) * step;
+    out.adapterMs = req.adapter !== null && !fleet.residentAdapters(slot).includes(req.adapter) ? fig.adapterLoadMs : 0;
+    // A busy replica is mid-step when the request arrives: it joins the next one. The step in progress has, on
+    // average, half a mean step left; steps last step / (1 − ρ) on average when a share ρ of the time prefills.
+    const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
+    out.residualMs = batch > 0 || ahead > 0 ? (0.5 * step) / (1 - busyRho) : 0;
+    out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
+    const ownSteps = Math.ceil(own / chunk);
+    out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.residualMs + out.adapterMs;
+    // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
+    const joining = inflight - ledgerRunning;
+    out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
+    let rho = out.rhoArriving + out.rhoOwn;
+    if (rho > RHO_CAP) rho = RHO_CAP;
+    out.rho = rho;
+    out.tpotMs = out.stepMs / (1 - rho);
+    return out;
+  }
+
+  /**
+   * How long until `p` would fit a TTFT budget of `budgetMs` and a TPOT of `tpotMs` on its replica, with no
+   * new work sent there meanwhile: the queue ahead drains in real time, and ρ decays with the window.
+   * Infinity when it never would (its own prefill alone is over the budget).
+   */
+  waitMs(p: GpuPrediction, budgetMs: number, tpotMs: number): number {
+    let wait = 0;
+    if (p.ttftMs > budgetMs) {
+      if (p.ownTtftMs > budgetMs) return Number.POSITIVE_INFINITY;
+      wait = p.ttftMs - budgetMs;
+    }
+    if (p.tpotMs > tpotMs && p.rhoArriving > 0) {
+      // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target.
+      const need = 1 - p.stepMs / tpotMs - p.rhoOwn;
+      if (!(need > 0)) return Number.POSITIVE_INFINITY;
+      const t = ARRIVAL_WINDOW_MS * Math.log(p.rhoArriving / need);
+      if (t > wait) wait = t;
+    }
+    return wait;
+  }
+
+  // ---- feedback (the Router forwards its hooks) -------------------------------------------------------
+
+  /** The request was sent to `slot` with the prediction admission put in `d` (gpuOwnWork, gpuTtftMs). */
+  dispatched(slot: number, req: RouteRequest, d: Decision): void {
+    const pool = this.pools.get(req.poolId);
+    if (pool === undefined) return;
+    const now = this.fleet.nowMs();
+    let own = d.gpuOwnWork;
+    if (!(own > 0)) {
+      const bs = pool.fig.blockSize;
+      const cached = d.cachedBlocks * bs < req.promptTokens ? d.cachedBlocks * bs : 0;
+      own = d.gpuOwnWork = pool.fig.work(cached, req.promptTokens);
+    }
+    this.advance(slot, now);
+    this.backlog[slot]! += own;
+    this.arrivals[slot] = this.arrivalsNow(slot, now) + own;
+    this.arrivalsAt[slot] = now;
+    this.dispatchedWork[slot]! += own;
+    d.gpuWorkMark = this.dispatchedWork[slot]!;
+    this.ownPrefill[slot]! += uncachedOf(req, d, pool.fig.blockSize);
+    this.ownPrefillWork[slot]! += own;
+    const m = pool.meanPromptTokens;
+    pool.meanPromptTokens = Number.isNaN(m) ? req.promptTokens : m + MEAN_PROMPT_ALPHA * (req.promptTokens - m);
+  }
+
+  /**
+   * First token after `ttftMs` from dispatch. `streamed` false: a JSON reply, whose "first token" is its whole
+   * body, teaches nothing about prefill.
+   */
+  firstToken(slot: number, req: RouteRequest, d: Decision, ttftMs: number, streamed: boolean): void {
+    const pool = this.pools.get(req.poolId);
+    if (pool === undefined) return;
+    const fig = pool.fig;
+    const now = this.fleet.nowMs();
+    d.gpuPrefilled = true;
+    this.release(slot, req, d, fig.blockSize);
+    this.prefilledWork[slot]! += d.gpuOwnWork;
+    // Everything dispatched there before this request has been prefilled: at most what came after remains.
+    this.advance(slot, now);
+    const after = this.dispatchedWork[slot]! - d.gpuWorkMark;
+    if (this.backlog[slot]! > after) this.backlog[slot] = after > 0 ? after : 0;
+    if (!streamed) return;
+    d.gpuFirstAtMs = now;
+    const st = this.st;
+    const fresh = this.kv.read(slot, st);
+    const lr = this.fleet.ledger.get(slot, LEDGER_RUNNING);
+    d.gpuFirstBatch = fresh && st.running > lr ? st.running : lr;
+    d.gpuFirstKv = st.usedBlocks * fig.blockSize;
+    d.gpuFirstDone = this.prefilledWork[slot]!;
+    if (!Number.isNaN(d.gpuTtftMs)) {
+      this.metrics?.ttftPrediction(req.poolId, d.gpuTtftMs, ttftMs);
+      if (d.gpuWorkAhead >= MIN_RATE_SAMPLE_WORK) {
+        this.rates.observe(slot, d.gpuWorkAhead, ttftMs - d.gpuStepsMs, fig.prefillTokensPerMs);
+      }
+    }
+  }
+
+  /**
+   * The attempt ended having streamed `outputTokens`. A stream that saw its first token gives a decode-step
+   * sample: its time between first and last token, less the prefill the replica did meanwhile, over its gaps,
+   * at the mean of the batch and KV seen at both ends.
+   */
+  ended(slot: number, req: RouteRequest, d: Decision, outputTokens: number): void {
+    const pool = this.pools.get(req.poolId);
+    if (pool === undefined) return;
+    const fig = pool.fig;
+    if (!d.gpuPrefilled) {
+      // Ended before its first token: its prefill is no longer ours.
+      this.release(slot, req, d, fig.blockSize);
+      return;
+    }
+    if (Number.isNaN(d.gpuFirstAtMs)) return;
+    if (outputTokens < MIN_DECODE_SAMPLE_TOKENS) return;
+    const now = this.fleet.nowMs();
+    const rate = this.rates.rate(slot, fig.prefillTokensPerMs);
+    const prefillMs = (this.prefilledWork[slot]! - d.gpuFirstDone) / rate;
+    const stepMs = (now - d.gpuFirstAtMs - prefillMs) / (outputTokens - 1);
+    const st = this.st;
+    const fresh = this.kv.read(slot, st);
+    const lr = this.fleet.ledger.get(slot, LEDGER_RUNNING);
+    // The ledger has already let this request go (the last scrape may not have): count it once.
+    const batchEnd = fresh && st.running > lr + 1 ? st.running : lr + 1;
+    this.decode.observe(slot, fig, (d.gpuFirstBatch + batchEnd) / 2, (d.gpuFirstKv + st.usedBlocks * fig.blockSize) / 2, stepMs);
+  }
+
+  /** The replica restarted or left: forget what was learned and queued there. */
+  replicaReset(slot: number): void {
+    this.rates.reset(slot);
+    this.decode.reset(slot);
+    this.kv.reset(slot);
+    this.backlog[slot] = 0;
+    this.arrivals[slot] = 0;
+    this.ownPrefill[slot] = 0;
+    this.ownPrefillWork[slot] = 0;
+  }
+
+  /** The request's prefill is no longer awaiting a first token here. */
+  private release(slot: number, req: RouteRequest, d: Decision, bs: number): void {
+    const p = this.ownPrefill[slot]! - uncachedOf(req, d, bs);
+    const w = this.ownPrefillWork[slot]! - d.gpuOwnWork;
+    this.ownPrefill[slot] = p > 0 ? p : 0;
+    this.ownPrefillWork[slot] = p > 0 && w > 0 ? w : 0;
+  }
+
+  private advance(slot: number, now: number): number {
+    let b = this.backlog[slot]!;
+    const at = this.backlogAt[slot]!;
+    if (now > at) {
+      b -= (now - at) * this.drainPerMs[slot]!;
+      if (b < 0) b = 0;
+      this.backlog[slot] = b;
+      this.backlogAt[slot] = now;
+    }
+    return b;
+  }
+
+  private arrivalsNow(slot: number, now: number): number {
+    const a = this.arrivals[slot]!;
+    if (a === 0) return 0;
+    const dt = now - this.arrivalsAt[slot]!;
+    return dt > 0 ? a * Math.exp(-dt / ARRIVAL_WINDOW_MS) : a;
+  }
+}
+
+function uncachedOf(req: RouteRequest, d: Decision, bs: number): number {
+  const u = req.promptTokens - d.cachedBlocks * bs;
+  return u > 0 ? u : 0;
+}

@@ -1,0 +1,42 @@
+// kv-aware's score, in milliseconds per candidate: the GPU-time model's predicted TTFT of this request there
+// (src/gpu-time/: the prefill queued ahead and its own uncached work over the replica's learned rate, riding
+// in decode steps at its batch, plus an adapter load when not resident). Also fills what the filters read:
+// the TPOT that replica's batch would have once the request joins (decode step / (1 − ρ), ρ its prefill
+// share), KV use after it, the TTFT budget, and the ledger's outstanding tokens with what it adds.
+// Stale rows: the scraped part is unknown, so only the ledger's figures count; the picker ranks them last.
+// Thread: the acceptor. Hot path: one model prediction and one ledger load per candidate, no allocation.
+import { LEDGER_OUTSTANDING_TOKENS } from '../../registry/inflight-ledger.ts';
+import { GpuPrediction, type GpuTimeModel } from '../../gpu-time/gpu-time-model.ts';
+import type { CandidateTable } from '../candidate-table.ts';
+import type { PrefixIndex } from '../prefix-index.ts';
+import type { FleetView, RouteRequest } from '../types.ts';
+
+export class GpuTimeScorer {
+  readonly name = 'gpu-time-scorer';
+  private readonly p = new GpuPrediction();
+
+  score(req: RouteRequest, t: CandidateTable, fleet: FleetView, model: GpuTimeModel, index: PrefixIndex): void {
+    const ledger = fleet.ledger;
+    const p = this.p;
+    const budget = model.budgetMs(req);
+    for (let i = 0; i < t.n; i++) {
+      const slot = t.slot[i]!;
+      const matched = t.matched[i]!;
+      model.predict(req, slot, matched, p);
+      if (!Number.isNaN(p.totalBlocks)) index.setCapacity(slot, p.totalBlocks);
+      t.fresh[i] = p.fresh ? 1 : 0;
+      t.workTokens[i] = p.workAhead;
+      t.prefillMs[i] = p.prefillMs;
+      t.stepMs[i] = p.tpotMs;
+      t.adapterMs[i] = p.adapterMs;
+      t.ttftMs[i] = p.ttftMs;
+      t.budgetMs[i] = budget;
+      t.ownTtftMs[i] = p.ownTtftMs;
+      t.kvAfter[i] = p.kvAfter;
+      t.inflight[i] = p.inflight;
+      t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
+      const uncached = req.promptTokens - matched * model.figures(req.poolId)!.blockSize;
+      t.addTokens[i] = (uncached > 0 ? uncached : 0) + req.maxTokens;
+    }
+  }
+}

@@ -1,0 +1,118 @@
+// Admission in GPU time (gpu-fit.ts over the GPU-time model), in virtual time: a request the picked replica
+// can start within its tier's TTFT is admitted at once; one it cannot start in time even after waiting is
+// shed at arrival with a Retry-After from the model's wait (whole seconds, at least 1); one held back only by
+// TPOT (prefill arriving faster than the batch can bear) is queued when its tier's budget covers the wait
+// (batch) and shed when it does not (standard), and the queue admits it once ρ has decayed. Any policy's
+// pick is judged as it stands; kv-aware picks the replica that fits. Defaults: 8B figures, TTFT budgets
+// premium/standard 400 ms and batch 10 s, ttft_margin 0.5, tpot_margin 0.6.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GpuPrediction } from '../../../src/gpu-time/gpu-time-model.ts';
+import { ttftLimitMs } from '../../../src/router/filters/headroom-filter.ts';
+import { createPolicy } from '../../../src/router/route.ts';
+import { Decision, type RouteRequest } from '../../../src/router/types.ts';
+import { harness, kindOf, ScriptedPolicy, type Harness, type Spec } from './fixture.ts';
+
+const big = (id: string): Spec => ({ id, blocks: 100_000, usage: 0, running: 0 });
+
+/** Prefill work sent to `slot` behind admission's back (another acceptor thread's or gateway's requests). */
+function sendAround(h: Harness, slot: number, promptTokens: number, n: number): Array<{ req: RouteRequest; d: Decision }> {
+  const out: Array<{ req: RouteRequest; d: Decision }> = [];
+  for (let i = 0; i < n; i++) {
+    const req: RouteRequest = { poolId: 'p', adapter: null, promptTokens, maxTokens: 100, blockHashes: new Float64Array(0), excluded: [] };
+    const d = new Decision();
+    d.slot = slot;
+    h.fleet.ledger.dispatch(slot, promptTokens, 100, 16);
+    h.router.dispatched(req, d);
+    out.push({ req, d });
+  }
+  return out;
+}
+
+function rejection(h: Harness, name: string): { code: string; retryAfterSeconds: number | undefined; queuedMs: number } {
+  const o = h.outcomes.get(name);
+  assert.ok(o !== undefined && o.kind === 'rejected', `${name}: ${kindOf(h, name)}`);
+  return { code: o.rejection.code, retryAfterSeconds: o.rejection.retryAfterSeconds, queuedMs: o.queuedMs };
+}
+
+test('an idle replica takes the request at once, with the model\'s prediction recorded for learning', () => {
+  const h = harness([big('a')], { gpuTime: true });
+  h.ask('r', { promptTokens: 1000 });
+  assert.equal(kindOf(h, 'r'), 'admitted:a');
+  const o = h.outcomes.get('r')!;
+  assert.ok(o.kind === 'admitted' && o.decision.gpuTtftMs > 80 && o.decision.gpuTtftMs < 120, String(o.kind === 'admitted' && o.decision.gpuTtftMs));
+});
+
+test('TTFT out of reach: shed at arrival, Retry-After the time the queue ahead needs to drain, at least 1 s', () => {
+  const h = harness([big('a')], { gpuTime: true });
+  const sheds: string[] = [];
+  (h.adm as unknown as { deps: { metrics: unknown } }).deps.metrics = { admission: () => undefined, shed: (pool: string, when: string) => sheds.push(`${pool}:${when}`) };
+  sendAround(h, 0, 4000, 10); // ~3.4 s of prefill ahead
+  const p = h.gpu.predict({ poolId: 'p', adapter: null, promptTokens: 1000, maxTokens: 100, blockHashes: new Float64Array(0), excluded: [] }, 0, 0, new GpuPrediction());
+  h.ask('late', { promptTokens: 1000 });
+  const r = rejection(h, 'late');
+  assert.equal(r.code, 'server_overloaded');
+  assert.equal(r.queuedMs, 0, 'answered at arrival');
+  assert.equal(r.retryAfterSeconds, Math.ceil((p.ttftMs - 0.5 * 400) / 1000), `predicted TTFT ${p.ttftMs} ms`);
+  assert.ok(r.retryAfterSeconds! >= 3);
+  assert.deepEqual(sheds, ['p:arrival']);
+  assert.equal(h.adm.pool('p').queueDepth, 0, 'nothing queued: waiting would not make it in time');
+
+  const near = harness([big('a')], { gpuTime: true });
+  sendAround(near, 0, 2000, 2); // just past the budget: Retry-After is still a whole second
+  near.ask('r', { promptTokens: 1000 });
+  assert.equal(rejection(near, 'r').retryAfterSeconds, 1);
+});
+
+/** A replica whose prompts have all been prefilled (nothing queued) but whose prefill share ρ is past what the batch can bear. */
+function hot(h: Harness): void {
+  const sent = sendAround(h, 0, 4000, 16); // 64k tokens of prefill in the 8 s window: ρ ≈ 0.72
+  for (const { req, d } of sent) {
+    h.fleet.ledger.firstToken({ slot: 0, promptTokens: 4000, maxTokens: 100, blocks: 0, outputTokens: 0, firstTokenSeen: false, ended: false });
+    h.router.firstToken(req, d, 50);
+  }
+}
+
+test('TPOT out of reach: a standard request is shed at arrival, a batch one queues and goes once ρ has decayed', () => {
+  const h = harness([big('a')], { gpuTime: true });
+  hot(h);
+  const p = h.gpu.predict({ poolId: 'p', adapter: null, promptTokens: 1000, maxTokens: 100, blockHashes: new Float64Array(0), excluded: [] }, 0, 0, new GpuPrediction());
+  assert.ok(p.ttftMs < 400 && p.tpotMs > 30, `ttft ${p.ttftMs}, tpot ${p.tpotMs}`);
+  const wait = h.gpu.waitMs(p, ttftLimitMs(p.ownTtftMs, 400, 0.5), 30);
+  assert.ok(wait > 1000 && wait < 6000, `wait ${wait}`);
+
+  h.ask('standard', { promptTokens: 1000 });
+  const r = rejection(h, 'standard');
+  assert.equal(r.queuedMs, 0);
+  assert.equal(r.retryAfterSeconds, Math.ceil(wait / 1000));
+
+  h.ask('batch', { promptTokens: 1000, tier: 'batch' });
+  assert.equal(kindOf(h, 'batch'), 'pending', 'queued: its 10 s budget covers the wait');
+  // The poller keeps the rows fresh meanwhile.
+  const advance = (ms: number): void => {
+    for (let left = ms; left > 0; left -= 100) {
+      h.clock.advance(left < 100 ? left : 100);
+      h.fleet.scrape();
+    }
+  };
+  advance(wait - 200);
+  assert.equal(kindOf(h, 'batch'), 'pending');
+  advance(400);
+  assert.equal(kindOf(h, 'batch'), 'admitted:a');
+  const o = h.outcomes.get('batch')!;
+  assert.ok(o.queuedMs >= wait - 100 && o.queuedMs <= wait + 200, `queued ${o.queuedMs} ms against ${wait}`);
+});
+
+test('any policy\'s pick is judged as it stands; kv-aware picks the replica that fits', () => {
+  const scripted = harness([big('a'), big('b')], { gpuTime: true, policy: new ScriptedPolicy() });
+  sendAround(scripted, 0, 4000, 10);
+  scripted.ask('r', { promptTokens: 1000 });
+  assert.equal(rejection(scripted, 'r').code, 'server_overloaded', 'the anchor picked the busy replica: shed, though b is idle');
+
+  const kv = harness([big('a'), big('b')], { gpuTime: true });
+  const policy = createPolicy({ ...kv.cfg, routing: { ...kv.cfg.routing, policy: 'kv-aware' } }, kv.fleet, undefined, kv.gpu);
+  (kv.router as unknown as { policy: unknown }).policy = policy;
+  sendAround(kv, 0, 4000, 10);
+  kv.ask('r', { promptTokens: 1000 });
+  assert.equal(kindOf(kv, 'r'), 'admitted:b');
+});

@@ -1,0 +1,192 @@
+// The GPU-time model in virtual time: hand-worked TTFT and TPOT predictions (queue ahead riding in decode
+// steps, ρ from the prefill arriving), the wait until a request would fit, the learners' robustness (median
+// window, Huber-weighted ridge fit), and convergence to a perturbed engine's own figures from noisy samples.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GpuPrediction, GpuTimeModel, ARRIVAL_WINDOW_MS } from '../../../src/gpu-time/gpu-time-model.ts';
+import { DecodeFit } from '../../../src/gpu-time/decode-fit.ts';
+import { PoolFigures } from '../../../src/gpu-time/pool-figures.ts';
+import { PrefillRates } from '../../../src/gpu-time/prefill-rate.ts';
+import { Decision } from '../../../src/router/types.ts';
+import { FixtureFleet, fixtureConfig, hashes, request } from '../router/fleet-fixture.ts';
+
+const cfg = fixtureConfig(['a', 'b']);
+/** Equivalent prefill tokens of positions a..b, 8B default attention coefficient. */
+const work = (a: number, b: number): number => b - a + 1.872e-5 * (b * b - a * a);
+/** The 8B default decode step. */
+const step = (batch: number, kv: number): number => 10.5 + 0.025 * batch + 0.000085 * kv;
+/** mulberry32: successive draws uncorrelated (an LCG's are not, which biases a fit over them). */
+function prng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function dispatch(model: GpuTimeModel, fleet: FixtureFleet, slot: number, promptTokens: number): Decision {
+  const req = request(hashes(Math.floor(promptTokens / 16), slot * 1000 + promptTokens), { promptTokens });
+  const p = model.predict(req, slot, 0, new GpuPrediction());
+  const d = new Decision();
+  d.slot = slot;
+  d.gpuTtftMs = p.ttftMs;
+  d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
+  d.gpuWorkAhead = p.workAhead;
+  d.gpuOwnWork = p.ownWork;
+  fleet.ledger.dispatch(slot, promptTokens, 100, 16);
+  model.dispatched(slot, req, d);
+  return d;
+}
+
+void test('hand-worked: an idle replica, then three requests queued ahead', () => {
+  const fleet = new FixtureFleet(['a', 'b']);
+  const model = new GpuTimeModel(cfg.pools, fleet, 5000);
+  const req = request(hashes(75, 1), { promptTokens: 1208 });
+  const p = model.predict(req, 0, 0, new GpuPrediction());
+  const own = work(0, 1208);
+  // One step at batch 1 carries the whole prompt (1,235 < 2,048 tokens): its prefill plus the decode part.
+  assert.ok(Math.abs(p.ttftMs - (own / 12 + step(1, 0))) < 1e-9, String(p.ttftMs));
+  // TPOT once it joins: the step at batch 1 over its 82 blocks, over 1 − ρ (its own prefill in the 8 s window).
+  const rho = own / (12 * ARRIVAL_WINDOW_MS);
+  assert.ok(Math.abs(p.rho - rho) < 1e-12);
+  assert.ok(Math.abs(p.tpotMs - step(1, 82 * 16) / (1 - rho)) < 1e-9, String(p.tpotMs));
+
+  for (let i = 0; i < 3; i++) dispatch(model, fleet, 0, 1208);
+  const q = model.predict(req, 0, 0, new GpuPrediction());
+  // 4 × 1,235 tokens ahead and own: 3 steps of 2,048 at batch 1 (no first token yet), reading the 3 × 82
+  // reserved blocks; all four prompts' work over the rate; and, the replica being busy, half a mean step
+  // (step / (1 − ρ of the three arrived)) left of the one in progress.
+  const residual = 0.5 * step(1, 3 * 82 * 16) / (1 - 3 * own / (12 * ARRIVAL_WINDOW_MS));
+  assert.ok(Math.abs(q.ttftMs - (4 * own / 12 + 3 * step(1, 3 * 82 * 16) + residual)) < 1e-9, String(q.ttftMs));
+  // Those three will decode too: batch 4 for the TPOT, with 4 prompts' work arriving in the window.
+  assert.ok(Math.abs(q.tpotMs - step(4, 4 * 82 * 16) / (1 - (4 * own) / (12 * ARRIVAL_WINDOW_MS))) < 1e-9, String(q.tpotMs));
+  const other = model.predict(req, 1, 0, new GpuPrediction());
+  assert.ok(Math.abs(other.ttftMs - p.ttftMs) < 1e-9, 'the other replica is still idle');
+});
+
+void test('the queue drains as the scheduler prefills it; a first token caps it to what was sent after', () => {
+  const fleet = new FixtureFleet(['a', 'b']);
+  const model = new GpuTimeModel(cfg.pools, fleet, 5000);
+  const ds = [dispatch(model, fleet, 0, 2000), dispatch(model, fleet, 0, 2000), dispatch(model, fleet, 0, 2000)];
+  const req = request(hashes(10, 9), { promptTokens: 160 });
+  const before = model.predict(req, 0, 0, new GpuPrediction()).workAhead;
+  fleet.now += 100;
+  fleet.rows[0]!.lastGoodScrapeMs = fleet.now;
+  const after = model.predict(req, 0, 0, new GpuPrediction()).workAhead;
+  // Nothing decodes yet: steps of 2,048 prefill tokens, the drain rate 2,048 / (step at batch 1 + 2,048 / 12) per ms.
+  const reserved = 3 * Math.ceil(2100 / 16) * 16;
+  const drained = 100 * 2048 / (step(1, reserved) + 2048 / 12);
+  assert.ok(Math.abs(before - after - drained) < 1e-6, `${before - after} against ${drained}`);
+  // The second request's first token: only the third's work can remain ahead.
+  fleet.ledger.firstToken({ slot: 0, promptTokens: 2000, maxTokens: 100, blocks: 132, outputTokens: 0, firstTokenSeen: false, ended: false });
+  model.firstToken(0, request(hashes(125, 2000), { promptTokens: 2000 }), ds[1]!, 300, true);
+  const left = model.predict(req, 0, 0, new GpuPrediction()).workAhead;
+  assert.ok(Math.abs(left - (work(0, 2000) + work(0, 160))) < 1e-6, String(left));
+});
+
+void test('wait until it fits: the queue ahead drains in real time; a request that alone overruns never fits', () => {
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  for (let i = 0; i < 6; i++) dispatch(model, fleet, 0, 2000);
+  const p = model.predict(request(hashes(60, 5), { promptTokens: 1000 }), 0, 0, new GpuPrediction());
+  assert.ok(p.ttftMs > 900);
+  assert.ok(Math.abs(model.waitMs(p, 360, 1000) - (p.ttftMs - 360)) < 1e-9);
+  assert.equal(model.waitMs(p, p.ttftMs + 1, 1000), 0);
+  assert.equal(model.waitMs(p, p.ownTtftMs - 1, 1000), Number.POSITIVE_INFINITY);
+  // TPOT-bound: ρ decays with the window: wait = τ · ln(arriving ρ / the ρ the target leaves).
+  const target = p.stepMs / (1 - p.rhoArriving / 2 - p.rhoOwn);
+  assert.ok(Math.abs(model.waitMs(p, 1e9, target) - ARRIVAL_WINDOW_MS * Math.log(2)) < 1e-6);
+});
+
+void test('prefill rate: the median of the last nine samples, each clamped to 2× the estimate; reset returns to nominal', () => {
+  const r = new PrefillRates(2);
+  assert.equal(r.rate(0, 12), 12);
+  r.observe(0, 600, 100, 12); // 6 tokens/ms
+  assert.equal(r.rate(0, 12), 6);
+  for (let i = 0; i < 4; i++) r.observe(0, 900, 100, 12); // 9
+  assert.equal(r.rate(0, 12), 9, 'median of 6, 9, 9, 9, 9');
+  r.observe(0, 1e9, 1, 12);
+  r.observe(0, 1e9, 1, 12);
+  assert.equal(r.rate(0, 12), 9, 'two absurd samples (clamped to 18) do not move the median');
+  r.observe(0, 0, 100, 12);
+  r.observe(0, 100, -5, 12);
+  assert.equal(r.samples(0), 7, 'empty or negative samples are ignored');
+  r.reset(0);
+  assert.equal(r.rate(0, 12), 12);
+  assert.equal(r.rate(1, 2.4), 2.4);
+});
+
+void test('decode fit: converges to a perturbed engine from jittered samples with outliers; the prior holds what data cannot separate', () => {
+  const fig = new PoolFigures(cfg.pools[0]!);
+  const fit = new DecodeFit(2);
+  const truth = { base: 10.5 * 1.2, perSeq: 0.025 * 0.8, perKv: 0.000085 * 1.15 };
+  const rnd = prng(7);
+  for (let i = 0; i < 600; i++) {
+    const batch = 1 + Math.floor(rnd() * 200);
+    const kv = rnd() * 300_000;
+    let y = (truth.base + truth.perSeq * batch + truth.perKv * kv) * (0.9 + 0.2 * rnd());
+    if (rnd() < 0.05) y *= 3; // a stream that sat behind a long prefill the model did not see
+    fit.observe(0, fig, batch, kv, y);
+  }
+  const near = (got: number, want: number, share: number, what: string): void =>
+    assert.ok(Math.abs(got - want) <= share * want, `${what}: ${got} against ${want}`);
+  near(fit.baseMs(0, fig), truth.base, 0.05, 'base');
+  near(fit.perSeqMs(0, fig), truth.perSeq, 0.15, 'per sequence');
+  near(fit.perKvTokenMs(0, fig), truth.perKv, 0.15, 'per KV token');
+  // Always the same batch and context: the step there is learned, the slopes stay near the prior.
+  for (let i = 0; i < 300; i++) fit.observe(1, fig, 20, 40_000, 20 * (0.95 + 0.1 * rnd()));
+  near(fit.stepMs(1, fig, 20, 40_000), 20, 0.03, 'the step where it was measured');
+  near(fit.perSeqMs(1, fig), 0.025, 0.5, 'the per-sequence slope it could not measure');
+  fit.reset(0);
+  assert.equal(fit.stepMs(0, fig, 10, 0), fig.stepMs(10, 0));
+});
+
+void test('the model learns a perturbed replica from its first tokens and streams, and then predicts its TTFT', () => {
+  const fleet = new FixtureFleet(['a']);
+  fleet.rows[0]!.numGpuBlocks = 30_000;
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  const fig = model.figures('8b')!;
+  // The replica's engine: 20 % slower prefill, a heavier step; each step jittered ±10 %.
+  const rate = 12 * 0.8;
+  const trueStep = (b: number, kv: number): number => 10.5 * 1.2 + 0.025 * 0.9 * b + 0.000085 * 1.2 * kv;
+  const rnd = prng(11);
+  const jitter = (): number => 0.9 + 0.2 * rnd();
+  const errors: number[] = [];
+  for (let i = 0; i < 400; i++) {
+    const batch = 1 + Math.floor(rnd() * 120);
+    Object.assign(fleet.rows[0]!, { running: batch, kvUsage: rnd() * 0.8, lastGoodScrapeMs: fleet.now });
+    const prompt = 500 + Math.floor(rnd() * 3500);
+    const req = request(hashes(Math.floor(prompt / 16), i), { promptTokens: prompt });
+    const d = dispatch(model, fleet, 0, prompt);
+    const kv = fleet.rows[0]!.kvUsage * 30_000 * 16;
+    // The engine: the prefill in chunks of 2,048 − batch, each step the decode part plus the chunk.
+    let left = d.gpuWorkAhead;
+    let ttft = 0;
+    while (left > 0) {
+      const c = Math.min(left, 2048 - batch);
+      ttft += (trueStep(batch + 1, kv) + c / rate) * jitter();
+      left -= c;
+    }
+    if (i >= 300) errors.push(Math.abs(d.gpuTtftMs - ttft) / ttft);
+    fleet.now += ttft;
+    fleet.ledger.firstToken({ slot: 0, promptTokens: prompt, maxTokens: 100, blocks: 0, outputTokens: 0, firstTokenSeen: false, ended: false });
+    model.firstToken(0, req, d, ttft, true);
+    const tokens = 50 + Math.floor(rnd() * 250);
+    let streamMs = 0;
+    for (let k = 1; k < tokens; k++) streamMs += trueStep(batch, kv) * jitter();
+    fleet.now += streamMs;
+    fleet.rows[0]!.lastGoodScrapeMs = fleet.now;
+    fleet.ledger.resetSlot(0);
+    model.ended(0, req, d, tokens);
+  }
+  const near = (got: number, want: number, share: number, what: string): void =>
+    assert.ok(Math.abs(got - want) <= share * want, `${what}: ${got} against ${want}`);
+  near(model.prefillTokensPerSecond(0, '8b'), rate * 1000, 0.05, 'prefill rate');
+  const dec = model.decodeFigures(0, '8b')!;
+  near(dec.baseMs, 10.5 * 1.2, 0.05, 'decode base');
+  near(dec.perSeqMs, 0.025 * 0.9, 0.15, 'decode per sequence');
+  near(model.decode.stepMs(0, fig, 60, 100_000), trueStep(60, 100_000), 0.03, 'a step at batch 60');
+  errors.sort((a, b) => a - b);
+  assert.ok(errors[errors.length >> 1]! < 0.05, `median TTFT error ${errors[errors.length >> 1]}`);
+});
