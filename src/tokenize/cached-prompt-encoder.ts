@@ -18,10 +18,10 @@
 import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
 import { SegmentCache } from './segment-cache.ts';
-import { renderChatSegments } from './chat-template.ts';
+import { renderPromptSegments } from './prompt-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
 import { getTokenizer } from './tokenizer.ts';
-import type { ChatTemplateName, EncodedPrompt, MeasuredPrompt, PromptWork } from './types.ts';
+import type { EncodedPrompt, MeasuredPrompt, PromptWork } from './types.ts';
 
 export class CachedPromptEncoder {
   private readonly segments: SegmentCache;
@@ -35,7 +35,7 @@ export class CachedPromptEncoder {
 
   /** The chat template's segments for `work` (pass them back to encode() to avoid rendering twice). */
   render(work: PromptWork): string[] {
-    return renderChatSegments(work.template as ChatTemplateName, work.messages ?? [], work.tools ?? null);
+    return renderPromptSegments(work.template, work.messages ?? [], work.tools ?? null, getTokenizer(work.tokenizer));
   }
 
   /**

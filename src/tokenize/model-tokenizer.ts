@@ -75,22 +75,28 @@ function templateProcessing(node: unknown): Json | null {
 }
 
 /**
- * The special tokens before which a rendered prompt can be cut: HF splits every added token out of the text
- * before normalizing and pre-tokenizing, so the text on either side of one is tokenized on its own. Not safe
- * (null) when an added token could overlap the start of a special one (a cut found by scanning the specials
- * alone might then not be where HF's matcher splits), and not before an lstrip token (it eats the whitespace
- * before it).
+ * The added tokens before which a rendered prompt can be cut: HF splits every added token out of the text before
+ * normalizing and pre-tokenizing, so the text on either side of one is tokenized on its own. Special tokens and
+ * markup-like added tokens (DeepSeek's <｜User｜> is not "special") are cuts; added tokens made only of
+ * whitespace or "▁" (Gemma's "\n", "▁▁") are not, or every line would be a segment. Not safe (null) when an added
+ * token could overlap the start of a cut token (a cut found by scanning the cut tokens alone might then not be
+ * where HF's matcher splits), and never before an lstrip token (it eats the whitespace before it).
  */
 export function segmentCutRegex(added: readonly AddedTokenSpec[]): RegExp | null {
-  const specials = added.filter((t) => t.special && !t.lstrip && t.content.length > 0);
-  if (specials.length === 0) return null;
+  const cuts = added.filter((t) => !t.lstrip && t.content.length > 0 && !/^[\s▁]+$/u.test(t.content));
+  if (cuts.length === 0) return null;
+  // Sets of the cut tokens and of all their prefixes: O(added tokens × length²) rather than × cut tokens.
+  const whole = new Set(cuts.map((t) => t.content));
+  const prefixes = new Set<string>();
+  for (const t of cuts) for (let i = 1; i <= t.content.length; i++) prefixes.add(t.content.slice(0, i));
   for (const n of added) {
     for (let k = 1; k < n.content.length; k++) {
       const tail = n.content.slice(k);
-      for (const s of specials) if (s.content.startsWith(tail) || tail.startsWith(s.content)) return null;
+      if (prefixes.has(tail)) return null;
+      for (let i = 1; i < tail.length; i++) if (whole.has(tail.slice(0, i))) return null;
     }
   }
-  const sorted = specials.map((t) => t.content).sort((a, b) => b.length - a.length);
+  const sorted = cuts.map((t) => t.content).sort((a, b) => b.length - a.length);
   return new RegExp(sorted.map(escapeRegExp).join('|'), 'gu');
 }
 

@@ -132,7 +132,7 @@ export class TokenizePool {
               reject(new AbortError());
               return;
             case ResultStatus.templateError:
-              reject(new ChatTemplateError('This model only supports single tool-calls at once!'));
+              reject(new ChatTemplateError('the chat template refused the messages'));
               return;
           }
         },
