@@ -73,12 +73,11 @@ export function checkAbsoluteDir(dir: string): string {
   return resolve(dir);
 }
 
-const cache = new Map<string, HfTokenizerFiles>();
-
-/** The directory's files, parsed and checked for shape (once per path per thread). */
+/**
+ * The directory's files, parsed and checked for shape. Not cached: the parsed tokenizer.json is large (up to
+ * ~200 MB of JS objects for a 200k vocabulary) and only needed while a tokenizer is built from it.
+ */
 export function readTokenizerDir(dir: string): HfTokenizerFiles {
-  const hit = cache.get(dir);
-  if (hit !== undefined) return hit;
   const abs = checkAbsoluteDir(dir);
   const tokenizer = readJson(join(abs, 'tokenizer.json'), 'tokenizer.json');
   const model = tokenizer.model as Record<string, unknown> | undefined;
@@ -99,9 +98,7 @@ export function readTokenizerDir(dir: string): HfTokenizerFiles {
     const content = tokenContent(config[key]);
     if (content !== undefined) specialTokens[key] = content;
   }
-  const files: HfTokenizerFiles = { dir: abs, tokenizer, config, specialTokens, addedTokens };
-  cache.set(dir, files);
-  return files;
+  return { dir: abs, tokenizer, config, specialTokens, addedTokens };
 }
 
 /**

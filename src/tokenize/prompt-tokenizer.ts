@@ -9,6 +9,7 @@
 // Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
+import { promptRefs } from './pool-refs.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
 import { replyBlockHashes } from './reply-hashes.ts';
 import { getTokenizer } from './tokenizer.ts';
@@ -127,9 +128,10 @@ export class PromptTokenizer {
    */
   tokenize(req: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResult> {
     if (signal?.aborted === true) return Promise.reject(new AbortError());
+    const refs = promptRefs(req.pool);
     const work: PromptWork = {
-      tokenizer: req.pool.tokenizer,
-      template: req.pool.chat_template,
+      tokenizer: refs.tokenizer,
+      template: refs.template,
       blockSize: req.pool.block_size,
       kind: req.kind,
       messages: req.messages,
@@ -166,9 +168,10 @@ export class PromptTokenizer {
    */
   replyHashes(req: ReplyHashRequest): Promise<Float64Array> {
     const hashes = req.prompt.blockHashes;
+    const refs = promptRefs(req.pool);
     const work: ReplyWork = {
-      tokenizer: req.pool.tokenizer,
-      template: req.pool.chat_template,
+      tokenizer: refs.tokenizer,
+      template: refs.template,
       blockSize: req.pool.block_size,
       kind: req.kind,
       adapter: req.adapter,
