@@ -76,15 +76,16 @@ export function promptRefs(pool: PoolTokenizerFields): PromptRefs {
  * tokenizer.json; nothing is kept).
  */
 export function checkPoolTokenizer(pool: PoolTokenizerFields): void {
-  const refs = promptRefs(pool);
+  // The directory first: a missing tokenizer.json is the error to report, not the template it also lacks.
   if (typeof pool.tokenizer !== 'string') {
     try {
-      readTokenizerDir(refs.tokenizer);
+      readTokenizerDir(absolute(pool.tokenizer.path));
     } catch (err) {
       if (err instanceof TokenizerDirError) throw new PoolTokenizerError('tokenizer.path', err.message);
       throw err;
     }
   }
+  const refs = promptRefs(pool);
   if (!isBuiltinTemplate(refs.template)) {
     try {
       compileChatTemplate(refs.template);

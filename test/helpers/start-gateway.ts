@@ -22,6 +22,9 @@ export interface TestPool {
   aliases?: string[];
   adapters?: string[];
   maxContextTokens?: number;
+  /** pools[].tokenizer and pools[].chat_template (the config defaults when absent). */
+  tokenizer?: string | { path: string };
+  chatTemplate?: string;
   /** One entry per replica: mock options, plus the adapters the gateway config says it hosts. */
   replicas: Array<MockOptions & { configAdapters?: string[] }>;
 }
@@ -78,6 +81,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       poolCfgs.push({
         id: pool.id, model: pool.model, aliases: pool.aliases ?? [], adapters: pool.adapters ?? [],
         max_context_tokens: pool.maxContextTokens ?? 2048, default_max_tokens: 64, replicas: reps,
+        ...(pool.tokenizer !== undefined ? { tokenizer: pool.tokenizer } : {}),
+        ...(pool.chatTemplate !== undefined ? { chat_template: pool.chatTemplate } : {}),
       });
     }
     const raw: Record<string, unknown> = {
