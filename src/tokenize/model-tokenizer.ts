@@ -76,20 +76,22 @@ function templateProcessing(node: unknown): Json | null {
 
 /**
  * The added tokens before which a rendered prompt can be cut: HF splits every added token out of the text before
- * normalizing and pre-tokenizing, so the text on either side of one is tokenized on its own. Special tokens and
- * markup-like added tokens (DeepSeek's <｜User｜> is not "special") are cuts; added tokens made only of
- * whitespace or "▁" (Gemma's "\n", "▁▁") are not, or every line would be a segment. Not safe (null) when an added
- * token could overlap the start of a cut token (a cut found by scanning the cut tokens alone might then not be
- * where HF's matcher splits), and never before an lstrip token (it eats the whitespace before it).
+ * normalizing and pre-tokenizing, so the text on either side of one is tokenized on its own. Every added token is
+ * a cut, special or not (DeepSeek's <｜User｜> is not "special"; Gemma's "\n" lets a long system prompt be cached
+ * paragraph by paragraph), except lstrip ones (they eat the whitespace before them). The scan for cuts is then
+ * HF's own leftmost-longest scan over the same tokens, but for the lstrip ones left out: when one of those could
+ * overlap a cut token, a cut might fall inside it, so the prompt is not cut at all (null).
  */
 export function segmentCutRegex(added: readonly AddedTokenSpec[]): RegExp | null {
-  const cuts = added.filter((t) => !t.lstrip && t.content.length > 0 && !/^[\s▁]+$/u.test(t.content));
+  const cuts = added.filter((t) => !t.lstrip && t.content.length > 0);
   if (cuts.length === 0) return null;
   // Sets of the cut tokens and of all their prefixes: O(added tokens × length²) rather than × cut tokens.
   const whole = new Set(cuts.map((t) => t.content));
   const prefixes = new Set<string>();
   for (const t of cuts) for (let i = 1; i <= t.content.length; i++) prefixes.add(t.content.slice(0, i));
+  // When every added token is a cut, scanning for cuts is HF's own leftmost-longest scan: nothing to check.
   for (const n of added) {
+    if (!n.lstrip) continue;
     for (let k = 1; k < n.content.length; k++) {
       const tail = n.content.slice(k);
       if (prefixes.has(tail)) return null;
