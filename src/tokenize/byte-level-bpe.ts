@@ -9,10 +9,11 @@
 // Memory: the vocabulary (id → byte-level string array; a string → id Map only when the model sets
 // ignore_merges), the merge table (16 bytes per slot), the piece cache (two generations of at most 32,768
 // pieces of ≤ 48 chars). README "Memory per tokenizer" has the measured totals.
+import { AddedTokenMatcher } from './added-tokens.ts';
 import { BpeScratch, MergeTable, bpe } from './bpe-merges.ts';
 import type { AddedTokenSpec } from './hf-dir.ts';
 import type { FastPathPlan } from './hf-pre-tokenizer.ts';
-import { AbortError, type SpecialTokensMap, type TextTokenizer } from './types.ts';
+import { AbortError, type SpecialTokensMap, type TextTokenizer, type TokenScanner } from './types.ts';
 
 const PIECE_CACHE_ENTRIES = 32768;
 const MAX_CACHED_PIECE_CHARS = 48;
@@ -29,18 +30,6 @@ export function byteLevelAlphabet(): string[] {
   return out;
 }
 
-export function escapeRegExp(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-/** One regex for the added tokens, longest first so that the leftmost match is also the longest there. */
-export function addedTokenRegex(tokens: readonly AddedTokenSpec[], ws: string): RegExp | null {
-  if (tokens.length === 0) return null;
-  const sorted = [...tokens].sort((a, b) => b.content.length - a.content.length);
-  const alts = sorted.map((t) => `${t.lstrip ? `[${ws}]*` : ''}${escapeRegExp(t.content)}${t.rstrip ? `[${ws}]*` : ''}`);
-  return new RegExp(alts.join('|'), 'gu');
-}
-
 export interface ByteLevelBpeSpec {
   name: string;
   plan: FastPathPlan;
@@ -52,15 +41,14 @@ export interface ByteLevelBpeSpec {
   addedTokens: readonly AddedTokenSpec[];
   bosId: number | null;
   specialTokens: SpecialTokensMap;
-  segmentCut: RegExp | null;
-  ws: string;
+  segmentCut: TokenScanner | null;
 }
 
 export class ByteLevelBpeTokenizer implements TextTokenizer {
   readonly name: string;
   readonly bosId: number | null;
   readonly specialTokens: SpecialTokensMap;
-  readonly segmentCut: RegExp | null;
+  readonly segmentCut: TokenScanner | null;
   private readonly splits: RegExp[];
   private readonly nfc: boolean;
   private readonly table: MergeTable;
@@ -69,11 +57,8 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
   private readonly wholeIds: Map<string, number> | null;
   private readonly alphabet = byteLevelAlphabet();
   private readonly idToToken: string[];
-  private readonly added: RegExp | null;
+  private readonly added: AddedTokenMatcher;
   private readonly addedIds = new Map<string, number>();
-  private readonly addedStrip: boolean;
-  /** Every added token starts with this; text without it needs no added-token scan. */
-  private readonly addedPrefix: string;
   private young = new Map<string, number | Uint32Array>();
   private old = new Map<string, number | Uint32Array>();
   private scratch = new Uint32Array(4096);
@@ -100,12 +85,8 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
     }
     this.wholeIds = spec.ignoreMerges ? spec.vocabIds : null;
     this.idToToken = spec.vocab;
-    this.added = addedTokenRegex(spec.addedTokens, spec.ws);
+    this.added = new AddedTokenMatcher(spec.addedTokens);
     for (const t of spec.addedTokens) this.addedIds.set(t.content, t.id);
-    this.addedStrip = spec.addedTokens.some((t) => t.lstrip || t.rstrip);
-    let prefix = spec.addedTokens[0]?.content ?? '';
-    for (const t of spec.addedTokens) while (!t.content.startsWith(prefix)) prefix = prefix.slice(0, -1);
-    this.addedPrefix = prefix;
   }
 
   /** Bytes of the merge table (the largest typed array this tokenizer holds). */
@@ -142,17 +123,12 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
 
   encodeWithSpecials(text: string, shouldStop: (() => boolean) | null = null): Uint32Array {
     this.begin(text.length, shouldStop);
-    const re = this.added;
-    if (re === null || !text.includes(this.addedPrefix)) return this.scratch.slice(0, this.encodeChunk(text, 0));
     let k = 0;
     let last = 0;
-    re.lastIndex = 0;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      if (m.index > last) k = this.encodeChunk(text.slice(last, m.index), k);
-      let id = this.addedIds.get(m[0]);
-      if (id === undefined && this.addedStrip) id = this.addedIds.get(m[0].trim());
-      this.scratch[k++] = id as number;
-      last = m.index + m[0].length;
+    for (let m = this.added.next(text, 0); m !== null; m = this.added.next(text, last)) {
+      if (m.start > last) k = this.encodeChunk(text.slice(last, m.start), k);
+      this.scratch[k++] = this.addedIds.get(m.token) as number;
+      last = m.end;
     }
     if (last < text.length) k = this.encodeChunk(last === 0 ? text : text.slice(last), k);
     return this.scratch.slice(0, k);

@@ -8,7 +8,7 @@
 // polled between stretches.
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { HfTokenizerFiles } from './hf-dir.ts';
-import { AbortError, type SpecialTokensMap, type TextTokenizer } from './types.ts';
+import { AbortError, type SpecialTokensMap, type TextTokenizer, type TokenScanner } from './types.ts';
 
 /** A stretch this long or longer is cut before an added token, when it has one, so a stop is seen in time. */
 const STRETCH_CHARS = 16384;
@@ -17,11 +17,11 @@ export class LibraryTokenizer implements TextTokenizer {
   readonly name: string;
   readonly bosId: number | null;
   readonly specialTokens: SpecialTokensMap;
-  readonly segmentCut: RegExp | null;
+  readonly segmentCut: TokenScanner | null;
   private readonly tok: Tokenizer;
   private readonly addedIds: Map<string, number>;
 
-  constructor(name: string, files: HfTokenizerFiles, bosId: number | null, segmentCut: RegExp | null) {
+  constructor(name: string, files: HfTokenizerFiles, bosId: number | null, segmentCut: TokenScanner | null) {
     this.name = name;
     this.bosId = bosId;
     this.specialTokens = files.specialTokens;
@@ -39,14 +39,12 @@ export class LibraryTokenizer implements TextTokenizer {
     if (shouldStop === null || text.length < STRETCH_CHARS || this.segmentCut === null) return Uint32Array.from(this.ids(text));
     const parts: number[][] = [];
     let start = 0;
-    const re = new RegExp(this.segmentCut.source, 'gu');
-    re.lastIndex = STRETCH_CHARS;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      if (m.index === start) continue;
+    // Cut before the first added token at least STRETCH_CHARS past the last cut (exact: see the header).
+    for (let m = this.segmentCut.next(text, STRETCH_CHARS); m !== null; m = this.segmentCut.next(text, Math.max(m.end, start + STRETCH_CHARS))) {
+      if (m.start <= start) continue;
       if (shouldStop()) throw new AbortError('encode stopped');
-      parts.push(this.ids(text.slice(start, m.index)));
-      start = m.index;
-      re.lastIndex = Math.max(m.index + m[0].length, start + STRETCH_CHARS);
+      parts.push(this.ids(text.slice(start, m.start)));
+      start = m.start;
     }
     if (shouldStop()) throw new AbortError('encode stopped');
     parts.push(this.ids(text.slice(start)));

@@ -150,11 +150,10 @@ export function renderJinjaSegments(ref: ChatTemplateRef, messages: readonly Cha
   if (cut === null) return [text];
   const segments: string[] = [];
   let start = 0;
-  cut.lastIndex = 0;
-  for (let m = cut.exec(text); m !== null; m = cut.exec(text)) {
-    if (m.index > start) {
-      segments.push(text.slice(start, m.index));
-      start = m.index;
+  for (let m = cut.next(text, 0); m !== null; m = cut.next(text, m.end)) {
+    if (m.start > start) {
+      segments.push(text.slice(start, m.start));
+      start = m.start;
     }
   }
   segments.push(text.slice(start));

@@ -3,10 +3,11 @@
 // (hf-library.ts). Also what both share: the BOS a completions prompt gets, and where a rendered chat prompt may
 // be cut into independently tokenized segments.
 // Thread: any; setup only (each thread builds each directory once; tokenizer.ts caches it).
-import { ByteLevelBpeTokenizer, escapeRegExp } from './byte-level-bpe.ts';
+import { AddedTokenMatcher } from './added-tokens.ts';
+import { ByteLevelBpeTokenizer } from './byte-level-bpe.ts';
 import { readTokenizerDir, type AddedTokenSpec, type HfTokenizerFiles } from './hf-dir.ts';
 import { LibraryTokenizer } from './hf-library.ts';
-import { WS, UnsupportedPattern, fastPathPlan, type FastPathPlan } from './hf-pre-tokenizer.ts';
+import { UnsupportedPattern, fastPathPlan, type FastPathPlan } from './hf-pre-tokenizer.ts';
 import type { TextTokenizer } from './types.ts';
 
 type Json = Record<string, unknown>;
@@ -82,7 +83,7 @@ function templateProcessing(node: unknown): Json | null {
  * HF's own leftmost-longest scan over the same tokens, but for the lstrip ones left out: when one of those could
  * overlap a cut token, a cut might fall inside it, so the prompt is not cut at all (null).
  */
-export function segmentCutRegex(added: readonly AddedTokenSpec[]): RegExp | null {
+export function segmentCutScanner(added: readonly AddedTokenSpec[]): AddedTokenMatcher | null {
   const cuts = added.filter((t) => !t.lstrip && t.content.length > 0);
   if (cuts.length === 0) return null;
   // Sets of the cut tokens and of all their prefixes: O(added tokens × length²) rather than × cut tokens.
@@ -98,8 +99,7 @@ export function segmentCutRegex(added: readonly AddedTokenSpec[]): RegExp | null
       for (let i = 1; i < tail.length; i++) if (whole.has(tail.slice(0, i))) return null;
     }
   }
-  const sorted = cuts.map((t) => t.content).sort((a, b) => b.length - a.length);
-  return new RegExp(sorted.map(escapeRegExp).join('|'), 'gu');
+  return new AddedTokenMatcher(cuts.map((t) => ({ content: t.content })));
 }
 
 /** Builds the directory's tokenizer (0.3-3 s and 20-150 MB depending on the model: see the README). */
@@ -107,7 +107,7 @@ export function loadDirTokenizer(dir: string): TextTokenizer {
   const files = readTokenizerDir(dir);
   const model = files.tokenizer.model as Json;
   const { plan } = planOf(files);
-  const cut = segmentCutRegex(files.addedTokens);
+  const cut = segmentCutScanner(files.addedTokens);
   if (plan === null) {
     const vocab = model.vocab;
     const idOf = (token: string): number | undefined => files.addedTokens.find((t) => t.content === token)?.id
@@ -137,6 +137,6 @@ export function loadDirTokenizer(dir: string): TextTokenizer {
   return new ByteLevelBpeTokenizer({
     name: files.dir, plan, vocab, vocabIds, merges, ignoreMerges: model.ignore_merges === true,
     addedTokens: files.addedTokens, bosId: completionBosId(files, idOf), specialTokens: files.specialTokens,
-    segmentCut: cut, ws: WS,
+    segmentCut: cut,
   });
 }

@@ -12,7 +12,7 @@
 // tiktoken direct on the corpus and on seeded random text.
 // Memory: two generations of at most PIECE_CACHE_ENTRIES pieces of at most MAX_CACHED_PIECE_CHARS chars,
 // about 10 MB per thread at worst.
-import { AbortError, type SpecialTokensMap, type TextTokenizer } from './types.ts';
+import { AbortError, type SpecialTokensMap, type TextTokenizer, type TokenScanner } from './types.ts';
 
 const WS = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 
@@ -38,7 +38,7 @@ export class SplitBpeTokenizer implements TextTokenizer {
   readonly name: string;
   readonly bosId: number | null;
   readonly specialTokens: SpecialTokensMap;
-  readonly segmentCut: RegExp | null;
+  readonly segmentCut: TokenScanner | null;
   private readonly bpe: TextTokenizer;
   private readonly split: RegExp;
   private readonly specialSplit: RegExp;

@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Tiktoken, get_encoding } from '@dqbd/tiktoken';
-import { escapeRegExp } from './byte-level-bpe.ts';
+import { AddedTokenMatcher } from './added-tokens.ts';
 import { loadDirTokenizer } from './model-tokenizer.ts';
 import { LLAMA3_JS_SPLIT, SplitBpeTokenizer } from './split-bpe.ts';
 import type { SpecialTokensMap, TextTokenizer, TokenizerName, TokenizerRef } from './types.ts';
@@ -63,7 +63,7 @@ class TiktokenTextTokenizer implements TextTokenizer {
   readonly bosId: number | null;
   readonly specialTokens: SpecialTokensMap;
   /** Every special of a built-in starts a text tiktoken splits out before anything else: all are cuts. */
-  readonly segmentCut: RegExp;
+  readonly segmentCut: AddedTokenMatcher;
   private readonly encoder: Tiktoken;
   private readonly specials: Map<string, number>;
   private readonly utf8 = new TextDecoder('utf-8');
@@ -77,8 +77,7 @@ class TiktokenTextTokenizer implements TextTokenizer {
     this.specialTable = specials;
     this.bosId = bosId;
     this.specialTokens = BUILTIN_SPECIAL_TOKENS[name];
-    const names = Object.keys(specials).sort((a, b) => b.length - a.length);
-    this.segmentCut = new RegExp(names.map(escapeRegExp).join('|'), 'gu');
+    this.segmentCut = new AddedTokenMatcher(Object.keys(specials).map((content) => ({ content })));
   }
 
   encodeOrdinary(text: string): Uint32Array {

@@ -43,10 +43,15 @@ export interface TextTokenizer {
   /** bos_token / eos_token / … as a Jinja chat template sees them. */
   readonly specialTokens: SpecialTokensMap;
   /**
-   * Matches (global flag) the special tokens before which a rendered prompt can be cut into independently
-   * tokenized segments: tokens(text) == concat(tokens(piece)) at those cuts. Null: never cut.
+   * Finds the added tokens before which a rendered prompt can be cut into independently tokenized segments:
+   * tokens(text) == concat(tokens(piece)) at those cuts. Null: never cut.
    */
-  readonly segmentCut: RegExp | null;
+  readonly segmentCut: TokenScanner | null;
+}
+
+/** Finds the next of a set of tokens in a text, leftmost then longest (added-tokens.ts implements it). */
+export interface TokenScanner {
+  next(text: string, from: number): { start: number; end: number; token: string } | null;
 }
 
 export interface ChatContentPart {
