@@ -3,7 +3,8 @@
 // directory) with `chat_template: auto` (the directory's own template) or a template file's path.
 // Also the config check: the directory and template must load, or the config is refused naming the field.
 // Thread: any. Per request: one WeakMap lookup (pool config objects are frozen and live as long as the config).
-import { isAbsolute, resolve } from 'node:path';
+import { statSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
 import { checkAbsoluteDir, dirChatTemplate, readTokenizerDir, TokenizerDirError } from './hf-dir.ts';
 import { compileChatTemplate } from './jinja-template.ts';
 import { isBuiltinTemplate } from './prompt-template.ts';
@@ -29,6 +30,17 @@ export class PoolTokenizerError extends Error {
 }
 
 const resolved = new WeakMap<object, PromptRefs>();
+/** Directories whose tokenizer.json passed checkPoolTokenizer, with that file's size and mtime then. */
+const checked = new Map<string, string>();
+
+function fileStamp(path: string): string | null {
+  try {
+    const st = statSync(path);
+    return `${st.size}:${st.mtimeMs}`;
+  } catch {
+    return null;
+  }
+}
 
 function absolute(path: string): string {
   return isAbsolute(path) ? path : resolve(path);
@@ -72,14 +84,20 @@ export function promptRefs(pool: PoolTokenizerFields): PromptRefs {
 
 /**
  * Loads what the pool's prompts need, as a config check (startup and reload): the tokenizer directory's files
- * parse and have a vocabulary, and the template file reads and compiles. ~0.1-1 s per directory (it parses
- * tokenizer.json; nothing is kept).
+ * parse and have a vocabulary, and the template file reads and compiles. ~0.1-1 s per directory the first time
+ * (it parses tokenizer.json; nothing is kept), then only when that file's size or mtime changed.
  */
 export function checkPoolTokenizer(pool: PoolTokenizerFields): void {
   // The directory first: a missing tokenizer.json is the error to report, not the template it also lacks.
   if (typeof pool.tokenizer !== 'string') {
+    const dir = absolute(pool.tokenizer.path);
     try {
-      readTokenizerDir(absolute(pool.tokenizer.path));
+      // A reload re-reads only a tokenizer.json that changed: parsing one blocks this thread for ~0.1-1 s.
+      const stamp = fileStamp(join(dir, 'tokenizer.json'));
+      if (stamp === null || checked.get(dir) !== stamp) {
+        readTokenizerDir(dir);
+        if (stamp !== null) checked.set(dir, stamp);
+      }
     } catch (err) {
       if (err instanceof TokenizerDirError) throw new PoolTokenizerError('tokenizer.path', err.message);
       throw err;
