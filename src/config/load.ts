@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { configSchema, type GatewayConfig } from './schema.ts';
 import { redisEndpoint, RedisEndpointError } from '../quota/redis-endpoint.ts';
+import { checkPoolTokenizer, PoolTokenizerError } from '../tokenize/pool-refs.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -89,6 +90,12 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
     claim(pool.model, `pools[${i}].model`);
     pool.aliases.forEach((a, j) => claim(a, `pools[${i}].aliases[${j}]`));
     pool.adapters.forEach((a, j) => claim(a, `pools[${i}].adapters[${j}]`));
+    try {
+      checkPoolTokenizer(pool);
+    } catch (err) {
+      if (!(err instanceof PoolTokenizerError)) throw err;
+      throw new ConfigError(`config: pools[${i}].${err.field}: ${err.message}`);
+    }
     pool.replicas.forEach((r, j) => {
       const where = `pools[${i}].replicas[${j}]`;
       if (replicaIds.has(r.id)) throw new ConfigError(`config: ${where}.id: duplicate replica id "${r.id}"`);

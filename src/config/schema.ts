@@ -56,8 +56,16 @@ export const poolSchema = z.strictObject({
   id: name,
   model: name,
   aliases: z.array(name).default([]),
-  tokenizer: z.enum(['llama3', 'cl100k_base', 'o200k_base']).default('llama3'),
-  chat_template: z.enum(['llama3.1', 'chatml']).default('llama3.1'),
+  /**
+   * A built-in tokenizer, or `{ path: DIR }`: a Hugging Face tokenizer directory (tokenizer.json,
+   * tokenizer_config.json, chat_template.jinja when the model ships one), as vLLM loads it for the model.
+   */
+  tokenizer: z.union([z.enum(['llama3', 'cl100k_base', 'o200k_base']), z.strictObject({ path: z.string().min(1) })]).default('llama3'),
+  /**
+   * `llama3.1` or `chatml` (built in), `auto` (the tokenizer directory's own template), or the path of a Jinja
+   * template file. Default: `auto` with a `path` tokenizer, else `llama3.1`.
+   */
+  chat_template: z.string().min(1).optional(),
   max_context_tokens: z.number().int().positive().default(131072),
   block_size: z.number().int().positive().default(16),
   /** Default max_tokens charged to quota when the client does not send one. */
@@ -68,7 +76,7 @@ export const poolSchema = z.strictObject({
   mock_profile: z.enum(['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny']).default('llama-8b-a100'),
   mock_max_loras: z.number().int().positive().optional(),
   engine: engineSchema.prefault({}),
-});
+}).transform((p) => ({ ...p, chat_template: p.chat_template ?? (typeof p.tokenizer === 'string' ? 'llama3.1' : 'auto') }));
 
 const apiKey = z.union([
   z.strictObject({ sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits') }),

@@ -9,24 +9,32 @@
 //    by an exact comparison (segment-cache.ts): a collision can never return another message's tokens.
 //    Each cached segment also gets a never-reused numeric id.
 // 2. Prefix hash cache: block hashes chain from the start of the prompt, so the hashes of the first c
-//    segments' full blocks depend only on (tokenizer, block size, adapter, those segments). Keyed by those
-//    and the segments' ids, we store the hashes after the system segment and after the last message; a
-//    request looks up its whole message list, the list minus the last two messages (the previous turn of
-//    a growing conversation), and its system segment, then hashes only the blocks after the longest hit.
+//    segments' full blocks depend only on (tokenizer, block size, adapter, those segments). Keyed by a 52-bit
+//    chain hash of those and the segments' ids (confirmed against the entry's own ids on a hit), they are stored
+//    after every segment of at least one block (a system prompt, a long message) and after the last message
+//    segment; a request looks up every segment boundary from the longest down, so a shared system prompt, or the
+//    earlier turns of a growing conversation, whatever the template's segments, are hashed once. Only the
+//    blocks after the longest hit are hashed.
 // Both are byte-bounded LRUs (byte-lru.ts); 7/8 of the budget for tokens, 1/8 for hashes (a hash is 8
 // bytes per 16 tokens). test/unit/tokenize/cached-prompt-encoder.test.ts proves cached == uncached.
 import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
 import { SegmentCache } from './segment-cache.ts';
-import { renderChatSegments } from './chat-template.ts';
+import { fmix32 } from '../util/fmix32.ts';
+import { renderPromptSegments } from './prompt-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
 import { getTokenizer } from './tokenizer.ts';
 import type { EncodedPrompt, MeasuredPrompt, PromptWork } from './types.ts';
 
 export class CachedPromptEncoder {
   private readonly segments: SegmentCache;
-  private readonly prefixes: ByteLru<string, Float64Array>;
+  private readonly prefixes: ByteLru<number, PrefixEntry>;
   private nextSegmentId = 1;
+  private keyScratch = new Float64Array(64);
+  /** Block hashes taken from the prefix cache rather than computed, since construction (tests, benchmarks). */
+  reusedBlocks = 0;
+  /** FNV-1a of each head (tokenizer | block size | adapter) seen: the chain keys' seed. */
+  private readonly headSeeds = new Map<string, number>();
 
   constructor(cacheBytes: number) {
     this.segments = new SegmentCache(cacheBytes * 7 / 8);
@@ -35,7 +43,7 @@ export class CachedPromptEncoder {
 
   /** The chat template's segments for `work` (pass them back to encode() to avoid rendering twice). */
   render(work: PromptWork): string[] {
-    return renderChatSegments(work.template, work.messages ?? [], work.tools ?? null);
+    return renderPromptSegments(work.template, work.messages ?? [], work.tools ?? null, getTokenizer(work.tokenizer));
   }
 
   /**
@@ -110,40 +118,78 @@ export class CachedPromptEncoder {
   private chatBlockHashes(work: PromptWork, parts: Uint32Array[], ids: number[]): Float64Array {
     const bs = work.blockSize;
     const messageSegments = parts.length - 1; // the last segment is the generation prompt
-    // Prefix keys are `tokenizer|block size|adapter|id,id,...` over the first c segments; built once here for
-    // the three lengths looked up (whole list, list minus the previous turn, system segment) and reused.
-    const head = `${work.tokenizer}|${bs}|${work.adapter ?? ''}|`;
-    const keyAll = messageSegments >= 1 ? head + idList(ids, messageSegments) : '';
-    const keyTurn = messageSegments - 2 >= 1 ? head + idList(ids, messageSegments - 2) : '';
-    const keyFirst = messageSegments >= 1 ? head + idList(ids, 1) : '';
-
+    const head = `${work.tokenizer}|${bs}|${work.adapter ?? ''}`;
+    // Chain keys: key[i] stands for (head, ids[0..i]); two independent 32-bit mixes make a 52-bit number key, and a
+    // hit is confirmed against the entry's own head and ids, so a collision is a miss, never a wrong answer.
+    const keys = this.chainKeys(head, ids, messageSegments);
     let cached: Float64Array | undefined;
-    let cachedKey = '';
-    for (let k = 0; k < 3 && cached === undefined; k++) {
-      cachedKey = k === 0 ? keyAll : k === 1 ? keyTurn : keyFirst;
-      if (cachedKey !== '') cached = this.prefixes.get(cachedKey);
+    let hitAt = -1;
+    for (let i = messageSegments - 1; i >= 0 && cached === undefined; i--) {
+      const e = this.prefixes.get(keys[i]!);
+      if (e !== undefined && e.head === head && sameIds(e.ids, ids)) {
+        cached = e.hashes;
+        hitAt = i;
+      }
     }
-    if (cached === undefined) cachedKey = '';
     let hashes: Float64Array;
     if (cached === undefined || cached.length === 0) hashes = blockHashesOfParts(parts, 0, bs, work.adapter);
     else {
       const rest = blockHashesOfParts(parts, cached.length * bs, bs, work.adapter, cached[cached.length - 1] as number);
+      this.reusedBlocks += cached.length;
       hashes = new Float64Array(cached.length + rest.length);
       hashes.set(cached, 0);
       hashes.set(rest, cached.length);
     }
-    // Store the hashes after the system segment and after the whole message list (one entry when they coincide).
-    if (messageSegments >= 1) {
-      this.storePrefix(keyFirst, cachedKey, hashes, Math.floor(parts[0]!.length / bs));
-      if (messageSegments > 1) this.storePrefix(keyAll, cachedKey, hashes, Math.floor(tokensBefore(parts, messageSegments) / bs));
+    // Stored after every segment of at least one block (a system prompt, a long message: where the next request is
+    // likely to diverge) and after the last message segment (the next turn of the conversation starts with it).
+    let tokens = 0;
+    for (let i = 0; i < messageSegments; i++) {
+      const len = parts[i]!.length;
+      tokens += len;
+      if (i <= hitAt || (len < bs && i !== messageSegments - 1)) continue;
+      this.storePrefix(keys[i]!, head, ids, i + 1, hashes, Math.floor(tokens / bs));
     }
     return hashes;
   }
 
-  private storePrefix(key: string, cachedKey: string, hashes: Float64Array, blocks: number): void {
-    if (blocks === 0 || key === cachedKey || this.prefixes.get(key) !== undefined) return;
-    this.prefixes.set(key, hashes.slice(0, blocks), 2 * key.length + 8 * blocks + ENTRY_OVERHEAD_BYTES);
+  private chainKeys(head: string, ids: readonly number[], n: number): Float64Array {
+    if (this.keyScratch.length < n) this.keyScratch = new Float64Array(Math.max(n, 2 * this.keyScratch.length));
+    let h1 = this.headSeeds.get(head);
+    if (h1 === undefined) {
+      h1 = 0x811c9dc5;
+      for (let i = 0; i < head.length; i++) h1 = Math.imul(h1 ^ head.charCodeAt(i), 0x01000193);
+      if (this.headSeeds.size > 64) this.headSeeds.clear();
+      this.headSeeds.set(head, h1);
+    }
+    let h2 = fmix32(h1 ^ 0x5bd1e995);
+    for (let i = 0; i < n; i++) {
+      const id = ids[i]!;
+      h1 = fmix32(Math.imul(h1 ^ id, 0x9e3779b1));
+      h2 = fmix32(Math.imul(h2 + id, 0x85ebca77) ^ i);
+      this.keyScratch[i] = (h1 >>> 0) * 0x100000 + (h2 & 0xfffff);
+    }
+    return this.keyScratch;
   }
+
+  private storePrefix(key: number, head: string, ids: readonly number[], count: number, hashes: Float64Array, blocks: number): void {
+    if (blocks === 0 || this.prefixes.get(key) !== undefined) return;
+    const entry: PrefixEntry = { head, ids: ids.slice(0, count), hashes: hashes.slice(0, blocks) };
+    this.prefixes.set(key, entry, 2 * head.length + 8 * count + 8 * blocks + ENTRY_OVERHEAD_BYTES);
+  }
+}
+
+interface PrefixEntry {
+  head: string;
+  /** The segment ids of the prefix (segment ids are never reused, so equal ids mean equal text). */
+  ids: number[];
+  hashes: Float64Array;
+}
+
+/** True when `prefix` is a prefix of `ids`. */
+function sameIds(prefix: readonly number[], ids: readonly number[]): boolean {
+  if (prefix.length > ids.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (prefix[i] !== ids[i]) return false;
+  return true;
 }
 
 /** The last `count` ids of the concatenation of `parts`, copied (the parts are the cache's own arrays). */
@@ -157,18 +203,4 @@ function lastTokens(parts: readonly Uint32Array[], count: number): Uint32Array {
     need -= take;
   }
   return out;
-}
-
-/** Tokens in the first `c` segments. */
-function tokensBefore(parts: readonly Uint32Array[], c: number): number {
-  let n = 0;
-  for (let i = 0; i < c; i++) n += parts[i]!.length;
-  return n;
-}
-
-/** `ids[0],ids[1],...` over the first `c` ids. */
-function idList(ids: readonly number[], c: number): string {
-  let s = String(ids[0]);
-  for (let i = 1; i < c; i++) s += `,${ids[i]}`;
-  return s;
 }

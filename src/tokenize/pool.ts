@@ -10,7 +10,7 @@ import {
   type WorkerTask,
 } from './protocol.ts';
 import { ChatTemplateError } from './chat-template.ts';
-import { AbortError, type PromptWork, type ReplyWork, type TokenizerName } from './types.ts';
+import { AbortError, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import { TOKENIZER_YOUNG_GENERATION_MB, workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
@@ -80,7 +80,7 @@ export class TokenizePool {
   }
 
   /** Builds the given tokenizers in every worker (one warm-up task per worker, submitted together). */
-  async warmup(tokenizers: readonly TokenizerName[]): Promise<void> {
+  async warmup(tokenizers: readonly TokenizerRef[]): Promise<void> {
     const tasks: Promise<unknown>[] = [];
     for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }));
     await Promise.all(tasks);
@@ -132,7 +132,7 @@ export class TokenizePool {
               reject(new AbortError());
               return;
             case ResultStatus.templateError:
-              reject(new ChatTemplateError('This model only supports single tool-calls at once!'));
+              reject(new ChatTemplateError('the chat template refused the messages'));
               return;
           }
         },

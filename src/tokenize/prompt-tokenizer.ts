@@ -9,10 +9,11 @@
 // Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
+import { promptRefs } from './pool-refs.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
 import { replyBlockHashes } from './reply-hashes.ts';
 import { getTokenizer } from './tokenizer.ts';
-import { AbortError, type ChatMessage, type PromptWork, type ReplyWork, type TokenizerName } from './types.ts';
+import { AbortError, type ChatMessage, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
 export interface TokenizeRequest {
@@ -48,7 +49,7 @@ export interface ReplyHashRequest {
 
 export interface PromptTokenizerOptions {
   /** Tokenizers to build at setup on every thread (the pools' `tokenizer` names); default ['llama3']. */
-  tokenizers?: readonly TokenizerName[];
+  tokenizers?: readonly TokenizerRef[];
   /** Records inline tokenize time in seconds (GatewayMetrics.thread.tokenizeInline). */
   inlineObserver?: { observe(seconds: number): void } | null;
   /** Registers the inline encoder's cache size for scrape-time reading (GatewayMetrics.thread.trackTokenizerCache). */
@@ -93,8 +94,8 @@ export class PromptTokenizer {
    * Builds the inline encoder and `cfg.threads` workers, with the pools' tokenizers ready everywhere, so
    * the first request pays no setup. `options` may also be the tokenizer names alone.
    */
-  static async create(cfg: GatewayConfig['tokenizer'], options: PromptTokenizerOptions | readonly TokenizerName[] = {}): Promise<PromptTokenizer> {
-    const opts: PromptTokenizerOptions = Array.isArray(options) ? { tokenizers: options as readonly TokenizerName[] } : (options as PromptTokenizerOptions);
+  static async create(cfg: GatewayConfig['tokenizer'], options: PromptTokenizerOptions | readonly TokenizerRef[] = {}): Promise<PromptTokenizer> {
+    const opts: PromptTokenizerOptions = Array.isArray(options) ? { tokenizers: options as readonly TokenizerRef[] } : (options as PromptTokenizerOptions);
     const tokenizers = opts.tokenizers ?? ['llama3'];
     await initBlockHasher();
     for (const name of tokenizers) getTokenizer(name);
@@ -127,9 +128,10 @@ export class PromptTokenizer {
    */
   tokenize(req: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResult> {
     if (signal?.aborted === true) return Promise.reject(new AbortError());
+    const refs = promptRefs(req.pool);
     const work: PromptWork = {
-      tokenizer: req.pool.tokenizer,
-      template: req.pool.chat_template,
+      tokenizer: refs.tokenizer,
+      template: refs.template,
       blockSize: req.pool.block_size,
       kind: req.kind,
       messages: req.messages,
@@ -166,9 +168,10 @@ export class PromptTokenizer {
    */
   replyHashes(req: ReplyHashRequest): Promise<Float64Array> {
     const hashes = req.prompt.blockHashes;
+    const refs = promptRefs(req.pool);
     const work: ReplyWork = {
-      tokenizer: req.pool.tokenizer,
-      template: req.pool.chat_template,
+      tokenizer: refs.tokenizer,
+      template: refs.template,
       blockSize: req.pool.block_size,
       kind: req.kind,
       adapter: req.adapter,

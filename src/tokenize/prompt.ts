@@ -3,8 +3,8 @@
 // Pure functions with no request-level cache (the tokenizer's piece cache is invisible): the cached path
 // (cached-prompt-encoder.ts) must give the same ids, and test/unit/tokenize/*.test.ts hold it to these.
 // `shouldStop` is polled during long encodes (see TextTokenizer.encodeWithSpecials).
-import { renderChatSegments } from './chat-template.ts';
-import type { ChatMessage, ChatTemplateName, TextTokenizer } from './types.ts';
+import { renderPromptSegments } from './prompt-template.ts';
+import type { ChatMessage, ChatTemplateRef, TextTokenizer } from './types.ts';
 
 /** Concatenates token arrays into one Uint32Array. */
 export function concatTokens(parts: readonly Uint32Array[]): Uint32Array {
@@ -26,12 +26,12 @@ export function concatTokens(parts: readonly Uint32Array[]): Uint32Array {
  */
 export function chatPromptTokens(
   tokenizer: TextTokenizer,
-  template: ChatTemplateName,
+  template: ChatTemplateRef,
   messages: readonly ChatMessage[],
   shouldStop: (() => boolean) | null = null,
   tools: readonly unknown[] | null = null,
 ): Uint32Array {
-  const segments = renderChatSegments(template, messages, tools);
+  const segments = renderPromptSegments(template, messages, tools, tokenizer);
   return concatTokens(segments.map((s) => tokenizer.encodeWithSpecials(s, shouldStop)));
 }
 

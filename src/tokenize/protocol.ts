@@ -9,7 +9,7 @@
 // while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
 // AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
 // throw away the worker's caches and cost a ~1 s tokenizer rebuild.
-import type { PromptWork, ReplyWork, TokenizerName } from './types.ts';
+import type { PromptWork, ReplyWork, TokenizerRef } from './types.ts';
 
 export interface TokenizeTask {
   type: 'tokenize';
@@ -24,7 +24,7 @@ export interface TokenizeTask {
 
 export interface WarmupTask {
   type: 'warmup';
-  tokenizers: readonly TokenizerName[];
+  tokenizers: readonly TokenizerRef[];
   cacheBytes: number;
   metricsChannel: string | null;
 }

@@ -17,11 +17,11 @@
 import { randomFillSync } from 'node:crypto';
 import { ByteLru } from './byte-lru.ts';
 import { fmix32 } from '../util/fmix32.ts';
-import type { TokenizerName } from './types.ts';
+import type { TokenizerRef } from './types.ts';
 
 export interface CachedSegment {
   readonly text: string;
-  readonly tokenizer: TokenizerName;
+  readonly tokenizer: TokenizerRef;
   readonly tokens: Uint32Array;
   /** Never reused: the prefix-hash cache keys on these. */
   readonly id: number;
@@ -62,7 +62,7 @@ export class SegmentCache {
   }
 
   /** The cached segment for exactly this text and tokenizer (refreshing its recency), or undefined. */
-  get(text: string, tokenizer: TokenizerName): CachedSegment | undefined {
+  get(text: string, tokenizer: TokenizerRef): CachedSegment | undefined {
     const e = this.lru.get(fingerprint(text));
     if (e !== undefined && e.tokenizer === tokenizer && e.text === text) return e;
     // Not in the fingerprint's slot: a text that collided with the slot's (or a miss, about to be tokenized,
@@ -72,7 +72,7 @@ export class SegmentCache {
   }
 
   /** As get(), without refreshing recency. */
-  peek(text: string, tokenizer: TokenizerName): CachedSegment | undefined {
+  peek(text: string, tokenizer: TokenizerRef): CachedSegment | undefined {
     const e = this.lru.peek(fingerprint(text));
     if (e !== undefined && e.tokenizer === tokenizer && e.text === text) return e;
     const o = this.lru.peek(text);

@@ -12,7 +12,7 @@
 // tiktoken direct on the corpus and on seeded random text.
 // Memory: two generations of at most PIECE_CACHE_ENTRIES pieces of at most MAX_CACHED_PIECE_CHARS chars,
 // about 10 MB per thread at worst.
-import { AbortError, type TextTokenizer, type TokenizerName } from './types.ts';
+import { AbortError, type SpecialTokensMap, type TextTokenizer, type TokenScanner } from './types.ts';
 
 const WS = '\\t\\n\\v\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 
@@ -35,8 +35,10 @@ function escapeRegExp(s: string): string {
 }
 
 export class SplitBpeTokenizer implements TextTokenizer {
-  readonly name: TokenizerName;
+  readonly name: string;
   readonly bosId: number | null;
+  readonly specialTokens: SpecialTokensMap;
+  readonly segmentCut: TokenScanner | null;
   private readonly bpe: TextTokenizer;
   private readonly split: RegExp;
   private readonly specialSplit: RegExp;
@@ -52,6 +54,8 @@ export class SplitBpeTokenizer implements TextTokenizer {
   constructor(bpe: TextTokenizer, split: RegExp, specials: Record<string, number>) {
     this.name = bpe.name;
     this.bosId = bpe.bosId;
+    this.specialTokens = bpe.specialTokens;
+    this.segmentCut = bpe.segmentCut;
     this.bpe = bpe;
     this.split = new RegExp(split.source, 'gu');
     this.specialIds = new Map(Object.entries(specials));

@@ -10,8 +10,10 @@
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { Tiktoken, get_encoding } from '@dqbd/tiktoken';
+import { AddedTokenMatcher } from './added-tokens.ts';
+import { loadDirTokenizer } from './model-tokenizer.ts';
 import { LLAMA3_JS_SPLIT, SplitBpeTokenizer } from './split-bpe.ts';
-import type { TextTokenizer, TokenizerName } from './types.ts';
+import type { SpecialTokensMap, TextTokenizer, TokenizerName, TokenizerRef } from './types.ts';
 
 /** Llama 3's pre-tokenizer split, verbatim from the model's tokenizer.json (tiktoken's regex engine takes (?i:)). */
 export const LLAMA3_SPLIT_PATTERN =
@@ -49,9 +51,19 @@ const CHATML_SPECIALS: Record<'cl100k_base' | 'o200k_base', Record<string, numbe
   o200k_base: { '<|im_start|>': 200264, '<|im_end|>': 200265, '<|im_sep|>': 200266 },
 };
 
+/** The bos/eos names a Jinja template sees with a built-in tokenizer (Llama 3.1 Instruct's; OpenAI's end of text). */
+const BUILTIN_SPECIAL_TOKENS: Record<TokenizerName, SpecialTokensMap> = {
+  llama3: { bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>' },
+  cl100k_base: { eos_token: '<|endoftext|>' },
+  o200k_base: { eos_token: '<|endoftext|>' },
+};
+
 class TiktokenTextTokenizer implements TextTokenizer {
   readonly name: TokenizerName;
   readonly bosId: number | null;
+  readonly specialTokens: SpecialTokensMap;
+  /** Every special of a built-in starts a text tiktoken splits out before anything else: all are cuts. */
+  readonly segmentCut: AddedTokenMatcher;
   private readonly encoder: Tiktoken;
   private readonly specials: Map<string, number>;
   private readonly utf8 = new TextDecoder('utf-8');
@@ -64,6 +76,8 @@ class TiktokenTextTokenizer implements TextTokenizer {
     this.specials = new Map(Object.entries(specials));
     this.specialTable = specials;
     this.bosId = bosId;
+    this.specialTokens = BUILTIN_SPECIAL_TOKENS[name];
+    this.segmentCut = new AddedTokenMatcher(Object.keys(specials).map((content) => ({ content })));
   }
 
   encodeOrdinary(text: string): Uint32Array {
@@ -114,7 +128,12 @@ function specialsOf(encoder: Tiktoken): Array<[string, number]> {
 }
 
 const tiktokenCache = new Map<TokenizerName, TiktokenTextTokenizer>();
-const fastCache = new Map<TokenizerName, TextTokenizer>();
+const fastCache = new Map<TokenizerRef, TextTokenizer>();
+
+/** True for a Hugging Face tokenizer directory reference (an absolute path), false for a built-in name. */
+export function isDirRef(ref: TokenizerRef): boolean {
+  return ref.startsWith('/');
+}
 
 /** tiktoken alone (no JS split, no piece cache): the exactness baseline for tests and benchmarks. */
 export function getTiktokenTokenizer(name: TokenizerName): TextTokenizer {
@@ -130,14 +149,21 @@ function tiktokenOf(name: TokenizerName): TiktokenTextTokenizer {
   return tokenizer;
 }
 
-/** Built once per name per thread, then cached for the life of the thread (the WASM heap is never freed). */
-export function getTokenizer(name: TokenizerName): TextTokenizer {
-  let tokenizer = fastCache.get(name);
+/**
+ * A built-in name or a tokenizer directory's absolute path. Built once per reference per thread, then cached for
+ * the life of the thread (the WASM heap is never freed; a directory's tables are kept).
+ */
+export function getTokenizer(ref: TokenizerRef): TextTokenizer {
+  let tokenizer = fastCache.get(ref);
   if (tokenizer === undefined) {
-    const bpe = tiktokenOf(name);
-    // llama3 and cl100k_base share one split pattern; o200k_base's is different and stays on tiktoken.
-    tokenizer = name === 'o200k_base' ? bpe : new SplitBpeTokenizer(bpe, LLAMA3_JS_SPLIT, bpe.specialTable);
-    fastCache.set(name, tokenizer);
+    if (isDirRef(ref)) tokenizer = loadDirTokenizer(ref);
+    else {
+      const name = ref as TokenizerName;
+      const bpe = tiktokenOf(name);
+      // llama3 and cl100k_base share one split pattern; o200k_base's is different and stays on tiktoken.
+      tokenizer = name === 'o200k_base' ? bpe : new SplitBpeTokenizer(bpe, LLAMA3_JS_SPLIT, bpe.specialTable);
+    }
+    fastCache.set(ref, tokenizer);
   }
   return tokenizer;
 }

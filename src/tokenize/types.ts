@@ -3,10 +3,31 @@
 // imports them from this one module, which imports nothing, so the folder's modules form no cycle.
 // Thread: any. Types only, plus one small error class.
 
+/** The built-in tokenizers. */
 export type TokenizerName = 'llama3' | 'cl100k_base' | 'o200k_base';
 
+/**
+ * What a pool's prompts are tokenized with: a built-in name, or the absolute path of a Hugging Face tokenizer
+ * directory (it starts with "/"). A plain string, so it crosses to workers as is.
+ */
+export type TokenizerRef = string;
+
+/**
+ * A pool's chat template: a built-in name ('llama3.1', 'chatml'), or the absolute path of the file holding a
+ * Jinja template (a .jinja file, or a .json file whose "chat_template" field holds it).
+ */
+export type ChatTemplateRef = string;
+
+/** The special tokens a chat template sees by name (transformers passes special_tokens_map to render()). */
+export interface SpecialTokensMap {
+  bos_token?: string;
+  eos_token?: string;
+  unk_token?: string;
+  pad_token?: string;
+}
+
 export interface TextTokenizer {
-  readonly name: TokenizerName;
+  readonly name: TokenizerRef;
   /** Special-token text (e.g. "<|eot_id|>") is encoded as plain text. */
   encodeOrdinary(text: string): Uint32Array;
   /**
@@ -19,6 +40,18 @@ export interface TextTokenizer {
   readonly bosId: number | null;
   /** Special token text → id, for the chat templates. */
   specialId(text: string): number;
+  /** bos_token / eos_token / … as a Jinja chat template sees them. */
+  readonly specialTokens: SpecialTokensMap;
+  /**
+   * Finds the added tokens before which a rendered prompt can be cut into independently tokenized segments:
+   * tokens(text) == concat(tokens(piece)) at those cuts. Null: never cut.
+   */
+  readonly segmentCut: TokenScanner | null;
+}
+
+/** Finds the next of a set of tokens in a text, leftmost then longest (added-tokens.ts implements it). */
+export interface TokenScanner {
+  next(text: string, from: number): { start: number; end: number; token: string } | null;
 }
 
 export interface ChatContentPart {
@@ -43,8 +76,8 @@ export interface ChatMessage {
 export type ChatTemplateName = 'llama3.1' | 'chatml';
 
 export interface PromptWork {
-  tokenizer: TokenizerName;
-  template: ChatTemplateName;
+  tokenizer: TokenizerRef;
+  template: ChatTemplateRef;
   blockSize: number;
   kind: 'chat' | 'completion';
   messages?: readonly ChatMessage[];
@@ -73,8 +106,8 @@ export interface MeasuredPrompt {
 
 /** A finished reply, to hash its blocks after its prompt's (reply-hashes.ts). */
 export interface ReplyWork {
-  tokenizer: TokenizerName;
-  template: ChatTemplateName;
+  tokenizer: TokenizerRef;
+  template: ChatTemplateRef;
   blockSize: number;
   kind: 'chat' | 'completion';
   /** LoRA adapter name: the block hashes' extra key, as for the prompt. */

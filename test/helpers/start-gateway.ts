@@ -24,6 +24,9 @@ export interface TestPool {
   maxContextTokens?: number;
   /** The pool's `engine` figures (the GPU-time model's starting point); absent, the schema's 8B defaults. */
   engine?: Record<string, unknown>;
+  /** pools[].tokenizer and pools[].chat_template (the config defaults when absent). */
+  tokenizer?: string | { path: string };
+  chatTemplate?: string;
   /** One entry per replica: mock options, plus the adapters the gateway config says it hosts. */
   replicas: Array<MockOptions & { configAdapters?: string[] }>;
 }
@@ -81,6 +84,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
         id: pool.id, model: pool.model, aliases: pool.aliases ?? [], adapters: pool.adapters ?? [],
         max_context_tokens: pool.maxContextTokens ?? 2048, default_max_tokens: 64, replicas: reps,
         ...(pool.engine ? { engine: pool.engine } : {}),
+        ...(pool.tokenizer !== undefined ? { tokenizer: pool.tokenizer } : {}),
+        ...(pool.chatTemplate !== undefined ? { chat_template: pool.chatTemplate } : {}),
       });
     }
     const raw: Record<string, unknown> = {

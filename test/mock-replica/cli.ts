@@ -1,5 +1,6 @@
 // `npm run mock -- FLAGS`: one mock vLLM replica in this process. Prints one line with its URL once it
 // listens (spawnMockReplica parses it); SIGTERM/SIGINT close it. Thread: main (mock process). Setup only.
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ProfileName } from './engine/types.ts';
@@ -8,7 +9,7 @@ import { DEFAULT_MODEL, PROFILE_NAMES, type MockOptions } from './options.ts';
 const USAGE = `usage: npm run mock -- [--port N] [--host H] [--model NAME] [--profile ${PROFILE_NAMES.join('|')}]
   [--num-gpu-blocks N] [--block-size 16] [--max-num-seqs N] [--max-num-batched-tokens N] [--max-loras N]
   [--lora NAME]... [--time-scale (0,1]] [--seed N] [--max-model-len N] [--legacy-metrics]
-  [--kv-events tcp://HOST:PORT]`;
+  [--kv-events tcp://HOST:PORT] [--tokenizer DIR]`;
 
 function fail(message: string): never {
   console.error(`mock: ${message}\n${USAGE}`);
@@ -45,6 +46,7 @@ export function parseMockArgs(argv: string[]): MockOptions {
         'max-model-len': { type: 'string' },
         'legacy-metrics': { type: 'boolean' },
         'kv-events': { type: 'string' },
+        tokenizer: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -83,6 +85,7 @@ export function parseMockArgs(argv: string[]): MockOptions {
     if (!/^tcp:\/\/[^/\s]+:\d+$/.test(v['kv-events'])) fail(`--kv-events must be tcp://HOST:PORT, got ${v['kv-events']}`);
     opts.kvEvents = v['kv-events'];
   }
+  if (v.tokenizer !== undefined) opts.tokenizer = resolve(v.tokenizer);
   // exactOptionalPropertyTypes is off, but keep undefined keys out so engine defaults apply cleanly.
   for (const k of Object.keys(opts) as Array<keyof MockOptions>) if (opts[k] === undefined) delete opts[k];
   return opts;

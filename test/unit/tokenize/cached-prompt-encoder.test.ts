@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
 import { CachedPromptEncoder } from '../../../src/tokenize/cached-prompt-encoder.ts';
 import { renderChatSegments } from '../../../src/tokenize/chat-template.ts';
-import type { ChatMessage, PromptWork } from '../../../src/tokenize/types.ts';
+import type { ChatMessage, PromptWork, TokenizerName } from '../../../src/tokenize/types.ts';
 import { fingerprint } from '../../../src/tokenize/segment-cache.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { getTiktokenTokenizer } from '../../../src/tokenize/tokenizer.ts';
@@ -18,7 +18,7 @@ const longSystem = `You are the support assistant for Acme. ${texts.join('\n')}`
 
 /** The uncached truth: tiktoken alone, the pure template, hashing the whole prompt from block 0. */
 function uncached(work: PromptWork): { tokens: number[]; hashes: number[] } {
-  const tok = getTiktokenTokenizer(work.tokenizer);
+  const tok = getTiktokenTokenizer(work.tokenizer as TokenizerName);
   const tokens = work.kind === 'chat' ? chatPromptTokens(tok, work.template, work.messages ?? [], null, work.tools ?? null) : completionPromptTokens(tok, work.prompt ?? '');
   return { tokens: Array.from(tokens), hashes: Array.from(blockHashes(tokens, work.blockSize, work.adapter)) };
 }

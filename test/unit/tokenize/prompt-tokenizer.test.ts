@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { BroadcastChannel } from 'node:worker_threads';
 import { poolSchema, type PoolConfig } from '../../../src/config/schema.ts';
 import { blockHashes, initBlockHasher } from '../../../src/tokenize/block-hash.ts';
-import type { ChatMessage } from '../../../src/tokenize/types.ts';
+import type { ChatMessage, TokenizerName } from '../../../src/tokenize/types.ts';
 import { chatPromptTokens, completionPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { PromptTokenizer, type TokenizeRequest } from '../../../src/tokenize/prompt-tokenizer.ts';
 import { getTiktokenTokenizer } from '../../../src/tokenize/tokenizer.ts';
@@ -44,7 +44,7 @@ function requests(): TokenizeRequest[] {
 }
 
 function expected(req: TokenizeRequest): { promptTokens: number; blockHashes: number[]; tailTokens: number[] } {
-  const tok = getTiktokenTokenizer(req.pool.tokenizer);
+  const tok = getTiktokenTokenizer(req.pool.tokenizer as TokenizerName);
   const tokens = req.kind === 'chat' ? chatPromptTokens(tok, req.pool.chat_template, req.messages ?? []) : completionPromptTokens(tok, req.prompt ?? '');
   const tailStart = tokens.length - (tokens.length % req.pool.block_size);
   return { promptTokens: tokens.length, blockHashes: Array.from(blockHashes(tokens, req.pool.block_size, req.adapter)), tailTokens: Array.from(tokens.subarray(tailStart)) };

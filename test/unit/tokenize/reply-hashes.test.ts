@@ -42,7 +42,7 @@ async function checkChat(tk: PromptTokenizer, p: PoolConfig, adapter: string | n
   // How many: the full blocks of prompt + reply ids (the template trims Llama 3.1 content), less the last id
   // of a 'length' finish, whose KV the replica never computed.
   const text = p.chat_template === 'llama3.1' ? reply.trim() : reply;
-  const ids = getTokenizer(p.tokenizer).encodeWithSpecials(text).length - (finishReason === 'length' ? 1 : 0);
+  const ids = getTokenizer(p.tokenizer as string).encodeWithSpecials(text).length - (finishReason === 'length' ? 1 : 0);
   assert.equal(hashes.length, Math.floor((p1.promptTokens + ids) / p.block_size) - k);
   return hashes.length;
 }
