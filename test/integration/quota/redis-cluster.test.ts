@@ -1,6 +1,6 @@
-// The quota and usage store on a real Redis Cluster (3 masters + 3 replicas on 127.0.0.1:7000-7005, started
-// by .ci/redis-cluster.sh if not answering): the same decisions as one Redis, two gateways sharing tenants,
-// NOSCRIPT, the usage stream, and a master failing over under load without losing a lease or a token.
+// The quota and usage store on a real Redis Cluster (3 masters + 3 replicas, test/helpers/redis-cluster.ts):
+// the same decisions as one Redis, two gateways sharing tenants, NOSCRIPT, the usage stream, and a master
+// failing over under load without losing a lease or a token.
 // Without a cluster the file skips with the reason; under CI=true it fails instead (ensureCluster).
 import assert from 'node:assert/strict';
 import { after, before, test, type TestContext } from 'node:test';
@@ -11,7 +11,7 @@ import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import type { QuotaStore, TenantLimits } from '../../../src/quota/types.ts';
 import { RedisStreamSink } from '../../../src/usage/redis-stream-sink.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
-import { CLUSTER_URL, clusterNodes, connectTestCluster, ensureCluster, failover, killMaster, ownerOf, withNode, type TestCluster } from '../../helpers/redis-cluster.ts';
+import { CLUSTER_SEEDS, CLUSTER_URL, clusterNodes, connectTestCluster, ensureCluster, failover, killMaster, ownerOf, withNode, type TestCluster } from '../../helpers/redis-cluster.ts';
 import { runStoreBehaviourSuite } from '../../unit/quota/store-behaviour.ts';
 import { twoGatewayCases } from './two-gateway-suite.ts';
 
@@ -87,7 +87,7 @@ if (unavailable !== null) {
   const failoverUnderLoad = async (t: TestContext, failureMode: 'open' | 'closed', timeoutMs: number, kill = false): Promise<void> => {
     const prefix = shared.freshPrefix();
     const quota: GatewayConfig['quota'] = {
-      backend: 'redis', redis_cluster: ['127.0.0.1:7000', '127.0.0.1:7001'], failure_mode: failureMode, timeout_ms: timeoutMs,
+      backend: 'redis', redis_cluster: CLUSTER_SEEDS.slice(0, 2), failure_mode: failureMode, timeout_ms: timeoutMs,
       lease_ttl_ms: 60_000, expected_gateways: 2, key_prefix: prefix,
     };
     const gateways: QuotaStore[] = [await createQuotaStore(quota), await createQuotaStore(quota)];
