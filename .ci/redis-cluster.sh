@@ -15,7 +15,9 @@ set -euo pipefail
 read -r -a PORTS <<<"${REDIS_CLUSTER_PORTS:-7000 7001 7002 7003 7004 7005}"
 [ "${#PORTS[@]}" -eq 1 ] && IFS=, read -r -a PORTS <<<"${PORTS[0]}"
 [ "${#PORTS[@]}" -eq 6 ] || { echo "redis-cluster: REDIS_CLUSTER_PORTS needs six ports" >&2; exit 2; }
-DIR=${REDIS_CLUSTER_DIR:-/tmp/expediter-redis-cluster${REDIS_CLUSTER_PORTS:+-${PORTS[0]}}}
+# The data dir holds each node's nodes.conf, so it must be the same for every call on the same ports.
+if [ "${PORTS[*]}" = "7000 7001 7002 7003 7004 7005" ]; then DEFAULT_DIR=/tmp/expediter-redis-cluster; else DEFAULT_DIR=/tmp/expediter-redis-cluster-${PORTS[0]}; fi
+DIR=${REDIS_CLUSTER_DIR:-$DEFAULT_DIR}
 # Failure detection time: a dead master's replica is promoted about 1-2 s after the kill.
 NODE_TIMEOUT_MS=1000
 
