@@ -7,7 +7,8 @@
 // Environment: REDIS_URL and REDIS_CLUSTER_PORTS are honoured when something answers there; TEST_CONCURRENCY
 // sets the parallel width (default 4); CI=true makes missing prerequisites fail rather than skip.
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureCluster, ensureRedis, type Service } from './test-services.ts';
@@ -63,13 +64,33 @@ function run(name: string, cmd: string, args: string[], env: Record<string, stri
 }
 
 const bin = (tool: string): string => join(ROOT, 'node_modules', '.bin', tool);
-const nodeTest = (files: string[], concurrency: number): string[] =>
-  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files];
+const TIMES_DIR = mkdtempSync(join(tmpdir(), 'expediter-test-times-'));
+const REPORTER = join(ROOT, 'scripts', 'test-file-times.mjs');
+/** node --test on `files`: the usual report on stdout (spec on a terminal, else TAP), file times to `timesFile`. */
+const nodeTest = (files: string[], concurrency: number, timesFile: string): string[] => [
+  '--import', 'tsx', '--test', `--test-concurrency=${concurrency}`,
+  `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
+  `--test-reporter=${REPORTER}`, `--test-reporter-destination=${timesFile}`, ...files,
+];
+
+/** The slowest files of a phase, from the reporter's lines. */
+function slowest(timesFile: string, n: number): string[] {
+  let text = '';
+  try {
+    text = readFileSync(timesFile, 'utf8');
+  } catch {
+    return [];
+  }
+  const rows = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { file: string; spanMs: number });
+  return rows.sort((a, b) => b.spanMs - a.spanMs).slice(0, n)
+    .map((r) => `${(r.spanMs / 1000).toFixed(1).padStart(6)} s  ${relative(ROOT, r.file)}`);
+}
 
 async function main(): Promise<number> {
   const only = process.argv.slice(2).map((f) => relative(ROOT, join(process.cwd(), f)))
     .flatMap((f) => statSync(join(ROOT, f)).isDirectory() ? testFiles(f) : [f]);
   const results: PhaseResult[] = [];
+  const slow: string[] = [];
   const services: Service[] = [];
   const stopAll = async (): Promise<void> => {
     for (const s of services.splice(0).reverse()) await s.stop().catch((err: unknown) => console.error(`stopping a service: ${String(err)}`));
@@ -108,14 +129,24 @@ async function main(): Promise<number> {
     const serial = integration.filter((f) => SERIAL.has(f));
     // Unit files and the parallel integration files share one pool: no phase waits for another's slowest file.
     const pooled = [...unit, ...parallel];
-    if (pooled.length > 0) results.push(await run(`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, process.execPath, nodeTest(pooled, CONCURRENCY), env));
-    if (serial.length > 0) results.push(await run(`serial integration (${serial.length} files, one at a time)`, process.execPath, nodeTest(serial, 1), env));
+    const phases: Array<[string, string[], number]> = [
+      [`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY],
+      [`serial integration (${serial.length} files, one at a time)`, serial, 1],
+    ];
+    for (const [name, files, width] of phases) {
+      if (files.length === 0) continue;
+      const timesFile = join(TIMES_DIR, `${results.length}.jsonl`);
+      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile), env));
+      slow.push(`${name}:`, ...slowest(timesFile, 12));
+    }
   } catch (err) {
     console.error(`npm test: ${err instanceof Error ? err.message : String(err)}`);
     results.push({ name: 'services', ok: false, ms: 0 });
   } finally {
     await stopAll();
   }
+  rmSync(TIMES_DIR, { recursive: true, force: true });
+  if (slow.length > 0) console.log(`\n== slowest files (from start to end of each file)\n${slow.join('\n')}`);
   console.log('\n== summary');
   for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${(r.ms / 1000).toFixed(1)} s)`);
   return results.every((r) => r.ok) ? 0 : 1;
