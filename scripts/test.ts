@@ -19,7 +19,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  * Integration files that need the machine to themselves: they load both cores on purpose (overload,
  * backpressure, sharded acceptors, the simulator's fidelity run), kill or fail over the shared cluster, or
  * count on a socket or timer firing within a window that a neighbour's load could stretch. Run one at a time
- * after the parallel group.
+ * after the parallel group. test/README.md gives the reason for each.
  */
 export const SERIAL = new Set([
   'test/integration/admission/overload-70b.test.ts',
@@ -32,8 +32,10 @@ export const SERIAL = new Set([
   'test/integration/threads/sharded.test.ts',
   'test/integration/threads/sigterm-drain.test.ts',
   'test/integration/upstream/h1-client.test.ts',
+  'test/integration/upstream/h1-client-edges.test.ts',
   'test/integration/upstream/h1-client-regressions.test.ts',
   'test/integration/upstream/h1-write-burst.test.ts',
+  'test/integration/quota/redis-outage.test.ts',
 ]);
 
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
