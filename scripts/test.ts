@@ -23,6 +23,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  */
 export const SERIAL = new Set([
   'test/integration/admission/overload-70b.test.ts',
+  'test/integration/faults/idle-connections.test.ts',
   'test/integration/gateway/backpressure.test.ts',
   'test/integration/gateway/backpressure-large-reads.test.ts',
   'test/integration/gateway/uws-sink-drain.test.ts',
