@@ -24,6 +24,10 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const SERIAL = new Set([
   'test/integration/admission/overload-70b.test.ts',
   'test/integration/faults/idle-connections.test.ts',
+  'test/integration/faults/kill-and-redis.test.ts',
+  'test/integration/faults/reload-invalid.test.ts',
+  'test/integration/faults/replica-faults.test.ts',
+  'test/integration/faults/replica-stall.test.ts',
   'test/integration/gateway/backpressure.test.ts',
   'test/integration/gateway/backpressure-large-reads.test.ts',
   'test/integration/gateway/uws-sink-drain.test.ts',
