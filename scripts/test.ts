@@ -6,7 +6,7 @@
 //                                                     static checks), with the same services
 // Environment: REDIS_URL and REDIS_CLUSTER_PORTS are honoured when something answers there; TEST_CONCURRENCY
 // sets the parallel width (default 4); CI=true makes missing prerequisites fail rather than skip.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -57,16 +57,26 @@ function testFiles(dir: string): string[] {
 
 interface PhaseResult { name: string; ok: boolean; ms: number }
 
+/** Phases running now, so that Ctrl-C or SIGTERM reaches them; set once a signal came, so none starts after. */
+const running = new Set<ChildProcess>();
+let interrupted: NodeJS.Signals | null = null;
+
 function run(name: string, cmd: string, args: string[], env: Record<string, string>): Promise<PhaseResult> {
   const t0 = performance.now();
+  if (interrupted !== null) return Promise.resolve({ name: `${name} (not run: ${interrupted})`, ok: false, ms: 0 });
   console.log(`\n== ${name}: ${[cmd, ...args].join(' ').slice(0, 200)}`);
   return new Promise((resolve) => {
     const proc = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: 'inherit' });
+    running.add(proc);
     proc.once('error', (err) => {
+      running.delete(proc);
       console.error(`${name}: ${String(err)}`);
       resolve({ name, ok: false, ms: performance.now() - t0 });
     });
-    proc.once('close', (code) => resolve({ name, ok: code === 0, ms: performance.now() - t0 }));
+    proc.once('close', (code) => {
+      running.delete(proc);
+      resolve({ name, ok: code === 0 && interrupted === null, ms: performance.now() - t0 });
+    });
   });
 }
 
@@ -102,11 +112,14 @@ async function main(): Promise<number> {
   const stopAll = async (): Promise<void> => {
     for (const s of services.splice(0).reverse()) await s.stop().catch((err: unknown) => console.error(`stopping a service: ${String(err)}`));
   };
+  // A signal stops the phase that runs (node's test runner ends its files) and starts no other; the finally
+  // below then stops the services as on any other exit.
   const onSignal = (sig: NodeJS.Signals): void => {
-    void stopAll().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+    interrupted = sig;
+    for (const proc of running) proc.kill(sig);
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   try {
     // The cluster takes seconds to form (nodes meet, replicas sync): the static checks run meanwhile.
@@ -135,7 +148,8 @@ async function main(): Promise<number> {
     const parallel = integration.filter((f) => !SERIAL.has(f));
     const serial = integration.filter((f) => SERIAL.has(f));
     // Unit files and the parallel integration files share one pool: no phase waits for another's slowest file.
-    const pooled = [...unit, ...parallel];
+    // The integration files, which take longest, start first, so the pool does not end on one of them alone.
+    const pooled = [...parallel, ...unit];
     const phases: Array<[string, string[], number]> = [
       [`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY],
       [`serial integration (${serial.length} files, one at a time)`, serial, 1],
@@ -156,6 +170,7 @@ async function main(): Promise<number> {
   if (slow.length > 0) console.log(`\n== slowest files (from start to end of each file)\n${slow.join('\n')}`);
   console.log('\n== summary');
   for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${(r.ms / 1000).toFixed(1)} s)`);
+  if (interrupted !== null) return interrupted === 'SIGINT' ? 130 : 143;
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
