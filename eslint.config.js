@@ -84,5 +84,5 @@ export default tseslint.config(
   { files: ['test/helpers/model-tokenizers.ts'], rules: {
     'no-restricted-imports': ['error', { paths: testRestrictions([]) }],
   } },
-  { files: ['eslint.config.js', 'k6/**'], ...tseslint.configs.disableTypeChecked },
+  { files: ['eslint.config.js', 'k6/**', 'scripts/**/*.mjs'], ...tseslint.configs.disableTypeChecked },
 );

@@ -1,24 +1,38 @@
-// The loopback Redis Cluster the quota tests share (3 masters + 3 replicas on 7000-7005, started by
-// .ci/redis-cluster.sh, which this helper also calls): availability, topology, failover, cleanup.
+// The loopback Redis Cluster the quota tests share: 3 masters + 3 replicas on the six ports in
+// REDIS_CLUSTER_PORTS (set by scripts/test.ts, which starts a cluster of its own on free ports when none answers
+// on 7000-7005), else on 7000-7005. .ci/redis-cluster.sh starts and checks it: availability, a stable topology
+// (every master with a synced replica that every node's CLUSTER SLOTS lists), failover, cleanup.
 // Missing cluster: the tests skip with the reason, except under CI=true, where they fail.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { closeRedisClient, createRedisClient, type RedisClient } from '../../src/quota/redis-client.ts';
 
-export const CLUSTER_PORTS = [7000, 7001, 7002, 7003, 7004, 7005] as const;
-/** Three seeds in the comma syntax of quota.redis_url: any one that answers finds the rest. */
-export const CLUSTER_URL = 'redis://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002';
+function clusterPorts(): readonly number[] {
+  const raw = process.env.REDIS_CLUSTER_PORTS;
+  if (raw === undefined || raw.trim() === '') return [7000, 7001, 7002, 7003, 7004, 7005];
+  const ports = raw.split(/[\s,]+/).filter(Boolean).map(Number);
+  if (ports.length !== 6 || ports.some((p) => !Number.isInteger(p) || p <= 0)) throw new Error(`REDIS_CLUSTER_PORTS needs six ports: ${raw}`);
+  return ports;
+}
+
+export const CLUSTER_PORTS = clusterPorts();
+/** Seeds in the syntax of quota.redis_cluster: any one that answers finds the rest. */
+export const CLUSTER_SEEDS = CLUSTER_PORTS.slice(0, 3).map((p) => `127.0.0.1:${p}`);
+/** Three seeds in the comma syntax of quota.redis_url. */
+export const CLUSTER_URL = `redis://${CLUSTER_SEEDS.join(',')}`;
 const SCRIPT = fileURLToPath(new URL('../../.ci/redis-cluster.sh', import.meta.url));
 
 /**
- * Starts the cluster if it is not answering (idempotent). Returns null when it is up, else why not; under
- * CI=true a cluster that cannot be started throws instead, so CI never passes by skipping.
+ * Starts the nodes that are not answering and waits until the topology is stable (.ci/redis-cluster.sh start:
+ * idempotent, and a no-op beyond the check on a stable cluster). Returns null when it is up, else why not;
+ * under CI=true a cluster that cannot be started throws instead, so CI never passes by skipping.
  */
 export function ensureCluster(): string | null {
-  const r = spawnSync(SCRIPT, ['start'], { encoding: 'utf8', timeout: 30_000 });
+  // the script reads REDIS_CLUSTER_PORTS itself, and without it uses 7000-7005 and their usual data dir
+  const r = spawnSync(SCRIPT, ['start'], { encoding: 'utf8', timeout: 60_000 });
   if (r.status === 0) return null;
-  const why = `Redis Cluster on 127.0.0.1:7000-7005 unavailable (${SCRIPT} start: ${(r.stderr || String(r.error ?? '')).trim().split('\n').pop()})`;
+  const why = `Redis Cluster on 127.0.0.1:${CLUSTER_PORTS.join(',')} unavailable (${SCRIPT} start: ${(r.stderr || String(r.error ?? '')).trim().split('\n').pop()})`;
   if (process.env.CI === 'true') throw new Error(why);
   return why;
 }

@@ -45,12 +45,13 @@ test('a client hanging up while queued leaves the admission queue at once and it
   try {
     await busy.waitFrames(2);
     const q = openStream(stack.url, '/v1/chat/completions', { model: 'llama-3.1-8b-instruct', messages: [{ role: 'user', content: 'wait for me' }], max_tokens: 50, stream: true }, { ...auth, 'x-request-id': 'queued' });
-    await waitFor(async () => (await queueDepth('8b')) === 1, 3000, 10);
-    const t0 = performance.now();
+    await waitFor(async () => (await queueDepth('8b')) === 1, 10_000, 10);
     q.destroy();
-    const rec = await waitFor(async () => (await stack.usage()).find((r) => r.request_id === 'queued'), 2000, 5);
-    const settledMs = performance.now() - t0;
-    assert.ok(settledMs < 500, `settled ${settledMs.toFixed(0)} ms after the client left`);
+    const rec = await waitFor(async () => (await stack.usage()).find((r) => r.request_id === 'queued'), 10_000, 5);
+    // "At once": settled while the request it queued behind still holds the replica, not when a slot freed.
+    const busyNow = (await mockState(stack.replicas.get('8b-1')!.url)).requests.find((r) => r.id === 'busy');
+    assert.equal(busyNow?.state, 'running', 'settled while the request ahead of it still runs');
+    assert.equal((await stack.usage()).some((r) => r.request_id === 'busy'), false);
     assert.equal(await queueDepth('8b'), 0);
     assert.equal(rec.status, 499);
     assert.equal(rec.cancelled, true);

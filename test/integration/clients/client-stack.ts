@@ -49,7 +49,7 @@ export async function recordsOf(stack: TestStack, requestId: string): Promise<Us
 
 /** The one usage record of `requestId`, waiting for it to be written (a cancelled request settles after the client has gone). */
 export async function recordOf(stack: TestStack, requestId: string): Promise<UsageRecord> {
-  return await waitFor(async () => (await recordsOf(stack, requestId)).at(-1), 3000, 10);
+  return await waitFor(async () => (await recordsOf(stack, requestId)).at(-1), 15_000, 10);
 }
 
 /** The engine phase of `requestId` on the replica that served it ('running', 'finished', 'aborted', …). */
@@ -75,7 +75,7 @@ export async function assertCancelled(
   if (!rec.cancelled || rec.status !== 499) throw new Error(`record of ${requestId}: status ${rec.status}, cancelled ${rec.cancelled}`);
   const replica = rec.replica;
   if (!replica) throw new Error(`record of ${requestId} names no replica`);
-  await waitFor(() => replicaPhase(stack, replica, engineId(replica) ?? '') === 'aborted', 2000, 5);
+  await waitFor(() => replicaPhase(stack, replica, engineId(replica) ?? '') === 'aborted', 15_000, 5);
   return rec;
 }
 

@@ -98,16 +98,16 @@ test('aborting mid-stream: the SDK stops reading, the gateway records a cancel a
   try {
     const ac = new AbortController();
     const stream = await client.chat.completions.create(
-      { model: 'gpt-fast', messages: [{ role: 'user', content: 'a long story' }], max_tokens: 400, stream: true },
+      { model: 'gpt-fast', messages: [{ role: 'user', content: 'a long story' }], max_tokens: 1800, stream: true },
       { headers: { 'x-request-id': 'oa-abort' }, signal: ac.signal },
     );
     // The SDK ends the iteration quietly when its own signal aborts it (no APIUserAbortError out of the loop).
     let deltas = 0;
     for await (const chunk of stream) if (chunk.choices[0]?.delta.content && ++deltas === 3) ac.abort();
     // Chunks already read off the socket may still be yielded; the stream then ends, far short of max_tokens.
-    assert.ok(deltas >= 3 && deltas < 400, `${deltas} deltas`);
+    assert.ok(deltas >= 3 && deltas < 1800, `${deltas} deltas`);
     const rec = await assertCancelled(stack, 'oa-abort');
-    assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 400, `output counted up to the abort: ${rec.output_tokens}`);
+    assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 1800, `output counted up to the abort: ${rec.output_tokens}`);
   } finally {
     await slowReplicas(stack, 0);
   }

@@ -124,7 +124,7 @@ const count = (lines: Array<{ msg: string }>, msg: string): number => lines.filt
 // The three gateways run side by side (each idles while paused), so the file takes one idle timeout, not three.
 describe('idle connections at the open-file limit', { concurrency: true }, () => {
 for (const threads of [1, 2]) {
-  test(`at the open-file limit the gateway stops accepting and idles, then listens again (server.threads: ${threads})`, { timeout: 60_000 }, async (t) => {
+  test(`at the open-file limit the gateway stops accepting and idles, then listens again (server.threads: ${threads})`, { timeout: 180_000 }, async (t) => {
     const { child, port, lines } = await startLimited(threads);
     const url = `http://127.0.0.1:${port}`;
     const pid = child.pid!;
@@ -204,7 +204,7 @@ for (const threads of [1, 2]) {
   });
 }
 
-test('paused: a port taken meanwhile is retried and logged; SIGTERM drains and exits without listening again', { timeout: 60_000 }, async (t) => {
+test('paused: a port taken meanwhile is retried and logged; SIGTERM drains and exits without listening again', { timeout: 180_000 }, async (t) => {
   const { child, port, lines } = await startLimited(1);
   const pid = child.pid!;
   const n = NOFILE - readdirSync(`/proc/${pid}/fd`).length + 10;

@@ -116,11 +116,11 @@ async function startChildGateway(name: string, graceMs: number): Promise<ChildGa
     }
     if (proc.exitCode !== null) throw new Error(`gateway exited early (${proc.exitCode}): ${stderr}`);
     return 0;
-  }, 30_000, 50).catch((err: Error) => {
+  }, 120_000, 50).catch((err: Error) => {
     throw new Error(`${err.message}; gateway stdout: ${stdout.slice(-1000)} stderr: ${stderr.slice(-1000)}`);
   });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000, 50);
+  await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 60_000, 50);
   return { proc, port, url, usagePath, exited, output: () => ({ stdout, stderr }) };
 }
 

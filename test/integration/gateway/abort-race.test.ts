@@ -1,14 +1,23 @@
 // Client hang-ups racing upstream completion, streaming and not, at random moments (before the body
 // is sent, while queued, at the first token, just as the replica finishes). Whatever the interleaving, every
 // request settles exactly once: one usage record each (200 or 499), nothing left in flight, the in-flight
-// ledger back to zero on every replica, no stray process error.
+// ledger back to zero on every replica, no stray process error, and the tenant's quota exact: every lease
+// released and the bucket short by exactly what the usage records say was used (a double refund or a leaked
+// reservation shows as a difference). The tenant has no refill to speak of, so its bucket is a ledger, and
+// long prompts spend most of it first: a refund can only hide when it would overfill the bucket past burst.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { request } from 'node:http';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
+import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 import { LEDGER_INFLIGHT, LEDGER_OUTSTANDING_TOKENS } from '../../../src/registry/inflight-ledger.ts';
 
 let stack: TestStack;
+const RACER_KEY = 'sk-test-racer';
+const N = 60;
+const BURST = 6000;
+const sha = (k: string): string => createHash('sha256').update(k).digest('hex');
 const errors: unknown[] = [];
 const onErr = (e: unknown): void => {
   errors.push(e);
@@ -17,7 +26,11 @@ const onErr = (e: unknown): void => {
 before(async () => {
   process.on('uncaughtException', onErr);
   process.on('unhandledRejection', onErr);
-  stack = await startStack();
+  stack = await startStack({ config: { tenants: [
+    { name: 'alpha', api_keys: [{ sha256: sha(ALPHA_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 },
+    // 0.001 token/s: under 0.1 token of refill in the test; room for all N at once, not one lease more
+    { name: 'racer', api_keys: [{ sha256: sha(RACER_KEY) }], tokens_per_second: 0.001, burst_tokens: BURST, max_inflight: N },
+  ] } });
 });
 
 after(async () => {
@@ -31,7 +44,7 @@ function fire(id: string, stream: boolean, abortAfterMs: number): Promise<void> 
     const body = JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: `race ${id}` }], max_tokens: 6, stream });
     const req = request(`${stack.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${ALPHA_KEY}`, 'content-type': 'application/json', 'x-request-id': id },
+      headers: { authorization: `Bearer ${RACER_KEY}`, 'content-type': 'application/json', 'x-request-id': id },
     });
     let t: NodeJS.Timeout | undefined;
     // Counted from the moment the whole request was written, so the gateway has seen it (and owes a record).
@@ -54,8 +67,24 @@ function fire(id: string, stream: boolean, abortAfterMs: number): Promise<void> 
   });
 }
 
+const charged = (r: UsageRecord, stream: boolean): number =>
+  r.ttft_ms !== null || (r.status === 200 && !stream) ? r.input_tokens + r.output_tokens : 0;
+
 test('random client hang-ups racing completion all settle once and release everything', async () => {
-  const N = 60;
+  // Three ~1,250-token prompts leave about 2,300 tokens: the race's reservations fit, its refunds never reach burst.
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${RACER_KEY}`, 'content-type': 'application/json', 'x-request-id': `drain-${i}` },
+      body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: `drain ${i} ${'word '.repeat(1200)}` }], max_tokens: 1 }),
+    });
+    assert.equal(res.status, 200, await res.text());
+  }
+  const drains = await waitFor(async () => {
+    const d = (await stack.usage()).filter((r) => r.request_id.startsWith('drain-'));
+    return d.length === 3 ? d : null;
+  });
+  const drained = drains.reduce((sum, r) => sum + charged(r, false), 0);
+  assert.ok(drained > 3000 && drained < BURST - N * 30, `the prompts used ${drained} tokens`);
   const jobs: Array<Promise<void>> = [];
   const delays = new Map<string, number>();
   for (let i = 0; i < N; i++) {
@@ -88,10 +117,18 @@ test('random client hang-ups racing completion all settle once and release every
     assert.equal(stack.gateway.registry.ledger.get(slot, LEDGER_OUTSTANDING_TOKENS), 0, `${id} outstanding tokens`);
   }
   assert.deepEqual(errors, []);
-  // The gateway still serves.
+  // The gateway still serves the tenant, and its quota figures after taking this one request show every lease
+  // of the race released and the bucket charged exactly what was used: prompt + relayed output for a request
+  // that got a first token (or a whole answer), nothing for the rest (finish-request.ts).
   const ok = await fetch(`${stack.url}/v1/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${ALPHA_KEY}`, 'content-type': 'application/json' },
+    method: 'POST', headers: { authorization: `Bearer ${RACER_KEY}`, 'content-type': 'application/json', 'x-request-id': 'race-after' },
     body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'after' }], max_tokens: 2 }),
   });
   assert.equal(ok.status, 200);
+  await ok.text();
+  assert.equal(ok.headers.get('x-ratelimit-remaining-requests'), String(N - 1), 'no lease of the race is left');
+  const probe = await waitFor(async () => (await stack.usage()).find((r) => r.request_id === 'race-after'));
+  const used = drained + recs.reduce((sum, r) => sum + charged(r, Number(r.request_id.slice('race-'.length)) % 2 === 0), 0);
+  const expected = BURST - used - (probe.input_tokens + 2); // the probe's reservation: prompt + max_tokens
+  assert.equal(Number(ok.headers.get('x-ratelimit-remaining-tokens')), expected, `bucket after the race: ${BURST} - ${used} used - the probe's reservation`);
 });

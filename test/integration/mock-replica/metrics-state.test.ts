@@ -1,9 +1,9 @@
 // /metrics agrees with /_mock/state under load that forces preemptions, exposes vLLM's names, labels and
 // float format, and adds the legacy names only behind legacyMetrics.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { startMockReplica } from '../../helpers/mock-replicas.ts';
+import { PROMTOOL_SKIP, promtoolCheck } from '../../helpers/promtool.ts';
 import { mockState, openStream, type MockState } from './http-client.ts';
 
 function parseMetrics(text: string): Map<string, number> {
@@ -82,13 +82,12 @@ void test('exposition: sorted labels, float values, _created series, +Inf bucket
   }
 });
 
-void test('promtool parses the exposition; its only findings are the lint rules vLLM itself breaks', { skip: spawnSync('promtool', ['--version']).status !== 0 && 'promtool not installed' }, async () => {
+void test('promtool parses the exposition; its only findings are the lint rules vLLM itself breaks', { skip: PROMTOOL_SKIP }, async () => {
   const replica = await startMockReplica({ profile: 'tiny', loras: ['a'], maxLoras: 2, legacyMetrics: true });
   try {
     await (await fetch(`${replica.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'hi', max_tokens: 3 }) })).text();
     const text = await (await fetch(`${replica.url}/metrics`)).text();
-    const out = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-    const findings = `${out.stdout}${out.stderr}`.split('\n').filter((l) => l.trim() !== '');
+    const findings = promtoolCheck(text).output.split('\n').filter((l) => l.trim() !== '');
     const unexpected = findings.filter((l) => !/metric names should not contain ':'|vllm:iteration_tokens_total non-counter metrics should not have "_total" suffix/.test(l));
     assert.deepEqual(unexpected, []);
   } finally {

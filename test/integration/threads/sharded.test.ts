@@ -11,7 +11,7 @@ import { connect, type Socket } from 'node:net';
 import { startStack, waitFor, ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
 import { setFault } from '../mock-replica/http-client.ts';
 import { parseConfig } from '../../../src/config/load.ts';
-import { LEDGER_DISPATCHED_BLOCKS } from '../../../src/registry/inflight-ledger.ts';
+import { LEDGER_DISPATCHED_BLOCKS, LEDGER_INFLIGHT } from '../../../src/registry/inflight-ledger.ts';
 
 const sha = (k: string): string => createHash('sha256').update(k).digest('hex');
 const CONC_KEY = 'sk-threads-conc';
@@ -36,11 +36,12 @@ after(async () => {
 });
 
 /** One completion on a connection of its own (agent: false), so each lands where the kernel puts it. */
-function complete(key: string, body: Record<string, unknown>): Promise<{ status: number; code: string | null }> {
+function complete(key: string, body: Record<string, unknown>, signal?: AbortSignal): Promise<{ status: number; code: string | null }> {
   sent++;
   return new Promise((resolve, reject) => {
     const req = request(`${stack.url}/v1/chat/completions`, {
       method: 'POST', agent: false, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      ...(signal ? { signal } : {}),
     }, (res) => {
       let text = '';
       res.setEncoding('utf8');
@@ -50,7 +51,7 @@ function complete(key: string, body: Record<string, unknown>): Promise<{ status:
         resolve({ status: res.statusCode ?? 0, code });
       });
     });
-    req.on('error', reject);
+    req.on('error', (err) => (signal?.aborted ? resolve({ status: 0, code: 'aborted' }) : reject(err)));
     req.end(JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...body }));
   });
 }
@@ -105,29 +106,46 @@ test('gateway_client_connections counts the idle connections held by both thread
   await waitFor(async () => (await gauge()).accepted <= base.accepted, 5000, 50);
 });
 
-test('one tenant burst across threads is held to its concurrency limit exactly', async () => {
-  await slowReplicas(150); // 4 tokens: each admitted request holds its lease for ~0.6 s
+/**
+ * A burst of `n` requests from one tenant while the replicas accept and never answer, so no admitted request
+ * settles (and frees its lease or refunds) before every acquire is decided, however slowly a busy machine
+ * delivers the burst. Waits until all but the admitted ones were refused and the ledger holds exactly the
+ * admitted ones at the replicas, then hangs those up.
+ */
+async function heldBurst(key: string, n: number, admitted: number, code: string, body: Record<string, unknown>): Promise<void> {
+  for (const r of stack.replicas.values()) await setFault(r.url, { mode: 'hang' });
+  const hangUp = new AbortController();
+  const ledger = stack.gateway.registry.ledger;
+  const atReplicas = (): number => {
+    let sum = 0;
+    for (let slot = 0; slot < ledger.slots; slot++) sum += ledger.get(slot, LEDGER_INFLIGHT);
+    return sum;
+  };
   try {
-    const results = await Promise.all(Array.from({ length: 12 }, () => complete(CONC_KEY, {})));
-    const ok = results.filter((r) => r.status === 200).length;
-    assert.equal(ok, 3, JSON.stringify(results));
-    assert.ok(results.every((r) => r.status === 200 || (r.status === 429 && r.code === 'concurrency_limit_exceeded')), JSON.stringify(results));
+    const refused: Array<{ status: number; code: string | null }> = [];
+    const all = Array.from({ length: n }, () => complete(key, body, hangUp.signal).then((r) => {
+      if (r.status !== 0) refused.push(r);
+      return r;
+    }));
+    await waitFor(() => refused.length >= n - admitted && atReplicas() >= admitted, 10_000, 20);
+    assert.deepEqual(refused.map((r) => [r.status, r.code]), Array(n - admitted).fill([429, code]), JSON.stringify(refused));
+    assert.equal(atReplicas(), admitted, 'exactly the admitted requests reached the replicas');
+    hangUp.abort();
+    const results = await Promise.all(all);
+    assert.equal(results.filter((r) => r.status === 0).length, admitted, JSON.stringify(results));
   } finally {
+    hangUp.abort();
     await slowReplicas(0);
   }
+}
+
+test('one tenant burst across threads is held to its concurrency limit exactly', async () => {
+  await heldBurst(CONC_KEY, 12, 3, 'concurrency_limit_exceeded', {});
 });
 
 test('one tenant burst across threads is held to its token bucket exactly', async () => {
-  // cost = prompt (under 50 tokens) + max_tokens 1200: four fit in 5,000 tokens, a fifth does not; the
-  // replicas are slowed so no admitted request settles (and refunds) before every acquire is decided.
-  await slowReplicas(5);
-  try {
-    const results = await Promise.all(Array.from({ length: 10 }, () => complete(BUCKET_KEY, { max_tokens: 1200 })));
-    assert.equal(results.filter((r) => r.status === 200).length, 4, JSON.stringify(results));
-    assert.ok(results.every((r) => r.status === 200 || (r.status === 429 && r.code === 'rate_limit_exceeded')), JSON.stringify(results));
-  } finally {
-    await slowReplicas(0);
-  }
+  // cost = prompt (under 50 tokens) + max_tokens 1200: four fit in 5,000 tokens, a fifth does not
+  await heldBurst(BUCKET_KEY, 10, 4, 'rate_limit_exceeded', { max_tokens: 1200 });
 });
 
 test('the ledger returns to zero and the usage file holds one whole record per request', async () => {

@@ -16,8 +16,12 @@ async function deadPort(): Promise<number> {
   return typeof addr === 'object' && addr !== null ? addr.port : 0;
 }
 
+// Redis timeouts far beyond the tests' own timeout: a store that waited on Redis would fail by timing out.
+const REDIS_TIMEOUT_MS = 120_000;
+const TEST_TIMEOUT = { timeout: 30_000 };
+
 async function unreachableStore(t: { after: (fn: () => Promise<void>) => void }, opts: Partial<ResilientQuotaStoreOptions>): Promise<ResilientQuotaStore> {
-  const client = createRedisClient(`redis://127.0.0.1:${await deadPort()}`, { connectTimeoutMs: 1000, commandTimeoutMs: 1000 });
+  const client = createRedisClient(`redis://127.0.0.1:${await deadPort()}`, { connectTimeoutMs: REDIS_TIMEOUT_MS, commandTimeoutMs: REDIS_TIMEOUT_MS });
   const store = new ResilientQuotaStore(new RedisQuotaStore(client, { keyPrefix: 'never', leaseTtlMs: 60_000 }), {
     failureMode: 'open', leaseTtlMs: 60_000, ...opts,
   });
@@ -27,11 +31,9 @@ async function unreachableStore(t: { after: (fn: () => Promise<void>) => void },
 
 const acme: TenantLimits = Object.freeze({ name: 'acme', tokensPerSecond: 90, burstTokens: 900, maxInflight: 7 });
 
-void test('fail-open admits from a local share of 1/expectedGateways of the limits, marked degraded', async (t) => {
+void test('fail-open admits from a local share of 1/expectedGateways of the limits, marked degraded', TEST_TIMEOUT, async (t) => {
   const store = await unreachableStore(t, { failureMode: 'open', expectedGateways: 3 });
-  const t0 = performance.now();
-  const d = await store.acquire(acme, 'r1', 100);
-  assert.ok(performance.now() - t0 < 200, 'no wait on a disconnected Redis (a wait would be the 1 s timeouts)');
+  const d = await store.acquire(acme, 'r1', 100); // no wait on a disconnected Redis
   assert.deepEqual(d, { ok: true, degraded: true, limitTokens: 300, remainingTokens: 200, resetSeconds: 4, limitRequests: 2, remainingRequests: 1 });
   assert.equal((await store.acquire(acme, 'r2', 100)).ok, true);
   const full = await store.acquire(acme, 'r3', 1);
@@ -43,7 +45,7 @@ void test('fail-open admits from a local share of 1/expectedGateways of the limi
   assert.equal(store.stats().degradedAdmissions, 3);
 });
 
-void test('fail-closed refuses with quota_unavailable and a retry-after of at least 1 s', async (t) => {
+void test('fail-closed refuses with quota_unavailable and a retry-after of at least 1 s', TEST_TIMEOUT, async (t) => {
   const store = await unreachableStore(t, { failureMode: 'closed' });
   const d = await store.acquire(acme, 'r1', 100);
   assert.deepEqual(d, {
@@ -53,7 +55,7 @@ void test('fail-closed refuses with quota_unavailable and a retry-after of at le
   assert.equal(store.stats().unavailableRefusals, 1);
 });
 
-void test('settles that cannot reach Redis are queued up to the bound, oldest dropped and counted', async (t) => {
+void test('settles that cannot reach Redis are queued up to the bound, oldest dropped and counted', TEST_TIMEOUT, async (t) => {
   const store = await unreachableStore(t, { failureMode: 'closed', maxPendingSettles: 3 });
   for (let i = 0; i < 5; i++) await store.settle(acme, `r${i}`, 100, 10); // never throws
   const s = store.stats();

@@ -92,8 +92,17 @@ test('same flags, same JSON byte for byte; inline and on worker threads alike', 
   const one = await json([], 1);
   assert.equal(await json([], 1), one);
   assert.equal(await json([], 2), one);
-  const doc = JSON.parse(one) as { runs: Array<{ completed: number; policy: string }> };
+  type Run = { policy: string; completed: number; shed: number; offered_rps: number; admitted_rps: number; goodput_rps: number; slo_attainment: number };
+  const doc = JSON.parse(one) as { runs: Run[] };
   assert.deepEqual(doc.runs.map((r) => r.policy), policyNames());
-  assert.ok(doc.runs.every((r) => r.completed > 0));
+  // Every policy is offered the same arrivals (one seed), and each arrival ends completed or shed.
+  const [first] = doc.runs;
+  assert.ok(first!.completed > 0);
+  for (const r of doc.runs) {
+    assert.equal(r.offered_rps, first!.offered_rps, `${r.policy}: offered the same load`);
+    assert.equal(r.completed + r.shed, first!.completed + first!.shed, `${r.policy}: every arrival completed or shed`);
+    assert.ok(r.admitted_rps <= r.offered_rps && r.goodput_rps <= r.admitted_rps, `${r.policy}: goodput <= admitted <= offered`);
+    assert.ok(Math.abs(r.slo_attainment * r.admitted_rps - r.goodput_rps) < 0.01 * r.admitted_rps + 0.01, `${r.policy}: goodput is the admitted share within SLO`);
+  }
   assert.notEqual(await json(['--seed', '2'], 1), one);
 });

@@ -67,9 +67,17 @@ test('a sink whose file cannot be opened drops records without throwing into the
   assert.ok(existsSync(blocked));
 }));
 
-test('a recorder with no sinks accepts records and flushes at once', async () => {
+test('a recorder with no sinks is inactive, accepts records and flushes at once', async () => withDir(async (dir) => {
   const rec = new UsageRecorder([]);
-  rec.record(record(1));
-  await rec.flush();
-  await rec.close();
-});
+  assert.equal(rec.active, false, 'callers skip building records');
+  const withSink = new UsageRecorder([new JsonlSink(join(dir, 'u.jsonl'))]);
+  assert.equal(withSink.active, true);
+  await withSink.close();
+  assert.doesNotThrow(() => rec.record(record(1)));
+  // "at once": both settle before the next turn of the event loop (no timer, no I/O waited for)
+  const settled: string[] = [];
+  void rec.flush().then(() => settled.push('flush'));
+  void rec.close().then(() => settled.push('close'));
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(settled, ['flush', 'close']);
+}));

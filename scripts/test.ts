@@ -1,0 +1,177 @@
+// `npm test`: finds or starts the services the suite needs (scripts/test-services.ts), runs the static checks
+// while the Redis Cluster forms, then the unit and integration files in node's test runner, and stops what it
+// started. Integration files run in parallel except the SERIAL ones (test/README.md says why each is there).
+//   node --import tsx scripts/test.ts                 everything (what `npm test` runs)
+//   node --import tsx scripts/test.ts PATH...         only the test files at these paths (files or folders; no
+//                                                     static checks), with the same services
+// Environment: REDIS_URL and REDIS_CLUSTER_PORTS are honoured when something answers there; TEST_CONCURRENCY
+// sets the parallel width (default 4); CI=true makes missing prerequisites fail rather than skip.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureCluster, ensureRedis, type Service } from './test-services.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Integration files that need the machine to themselves: they load both cores on purpose (overload,
+ * backpressure, sharded acceptors, the simulator's fidelity run), kill or fail over the shared cluster, or
+ * count on a socket or timer firing within a window that a neighbour's load could stretch. Run one at a time
+ * after the parallel group. test/README.md gives the reason for each.
+ */
+export const SERIAL = new Set([
+  'test/integration/admission/overload-70b.test.ts',
+  'test/integration/faults/idle-connections.test.ts',
+  'test/integration/faults/kill-and-redis.test.ts',
+  'test/integration/faults/reload-invalid.test.ts',
+  'test/integration/faults/replica-faults.test.ts',
+  'test/integration/faults/replica-stall.test.ts',
+  'test/integration/gateway/backpressure.test.ts',
+  'test/integration/gateway/backpressure-large-reads.test.ts',
+  'test/integration/gateway/uws-sink-drain.test.ts',
+  'test/integration/gateway/uws-sink-overflow.test.ts',
+  'test/integration/quota/redis-cluster.test.ts',
+  'test/integration/sim/fidelity.test.ts',
+  'test/integration/threads/sharded.test.ts',
+  'test/integration/threads/sigterm-drain.test.ts',
+  'test/integration/upstream/h1-client.test.ts',
+  'test/integration/upstream/h1-client-edges.test.ts',
+  'test/integration/upstream/h1-client-regressions.test.ts',
+  'test/integration/upstream/h1-write-burst.test.ts',
+  'test/integration/quota/redis-outage.test.ts',
+]);
+
+const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
+
+function testFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(ROOT, dir))) {
+    const rel = `${dir}/${name}`;
+    if (statSync(join(ROOT, rel)).isDirectory()) out.push(...testFiles(rel));
+    else if (name.endsWith('.test.ts')) out.push(rel);
+  }
+  return out.sort();
+}
+
+interface PhaseResult { name: string; ok: boolean; ms: number }
+
+/** Phases running now, so that Ctrl-C or SIGTERM reaches them; set once a signal came, so none starts after. */
+const running = new Set<ChildProcess>();
+let interrupted: NodeJS.Signals | null = null;
+
+function run(name: string, cmd: string, args: string[], env: Record<string, string>): Promise<PhaseResult> {
+  const t0 = performance.now();
+  if (interrupted !== null) return Promise.resolve({ name: `${name} (not run: ${interrupted})`, ok: false, ms: 0 });
+  console.log(`\n== ${name}: ${[cmd, ...args].join(' ').slice(0, 200)}`);
+  return new Promise((resolve) => {
+    const proc = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: 'inherit' });
+    running.add(proc);
+    proc.once('error', (err) => {
+      running.delete(proc);
+      console.error(`${name}: ${String(err)}`);
+      resolve({ name, ok: false, ms: performance.now() - t0 });
+    });
+    proc.once('close', (code) => {
+      running.delete(proc);
+      resolve({ name, ok: code === 0 && interrupted === null, ms: performance.now() - t0 });
+    });
+  });
+}
+
+const bin = (tool: string): string => join(ROOT, 'node_modules', '.bin', tool);
+const TIMES_DIR = mkdtempSync(join(tmpdir(), 'expediter-test-times-'));
+const REPORTER = join(ROOT, 'scripts', 'test-file-times.mjs');
+/** node --test on `files`: the usual report on stdout (spec on a terminal, else TAP), file times to `timesFile`. */
+const nodeTest = (files: string[], concurrency: number, timesFile: string): string[] => [
+  '--import', 'tsx', '--test', `--test-concurrency=${concurrency}`,
+  `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
+  `--test-reporter=${REPORTER}`, `--test-reporter-destination=${timesFile}`, ...files,
+];
+
+/** The slowest files of a phase, from the reporter's lines. */
+function slowest(timesFile: string, n: number): string[] {
+  let text = '';
+  try {
+    text = readFileSync(timesFile, 'utf8');
+  } catch {
+    return [];
+  }
+  const rows = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { file: string; spanMs: number });
+  return rows.sort((a, b) => b.spanMs - a.spanMs).slice(0, n)
+    .map((r) => `${(r.spanMs / 1000).toFixed(1).padStart(6)} s  ${relative(ROOT, r.file)}`);
+}
+
+async function main(): Promise<number> {
+  const only = process.argv.slice(2).map((f) => relative(ROOT, join(process.cwd(), f)))
+    .flatMap((f) => statSync(join(ROOT, f)).isDirectory() ? testFiles(f) : [f]);
+  const results: PhaseResult[] = [];
+  const slow: string[] = [];
+  const services: Service[] = [];
+  const stopAll = async (): Promise<void> => {
+    for (const s of services.splice(0).reverse()) await s.stop().catch((err: unknown) => console.error(`stopping a service: ${String(err)}`));
+  };
+  // A signal stops the phase that runs (node's test runner ends its files) and starts no other; the finally
+  // below then stops the services as on any other exit.
+  const onSignal = (sig: NodeJS.Signals): void => {
+    interrupted = sig;
+    for (const proc of running) proc.kill(sig);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    // The cluster takes seconds to form (nodes meet, replicas sync): the static checks run meanwhile.
+    const servicesReady = Promise.all([ensureRedis(), ensureCluster()]).then((s) => {
+      services.push(...s);
+      for (const x of s) console.log(`services: ${x.describe}`);
+      return Object.assign({}, ...s.map((x) => x.env)) as Record<string, string>;
+    }, async (err: unknown) => {
+      // one of the two may have started: stop it before failing
+      await stopAll();
+      throw err;
+    });
+    servicesReady.catch(() => undefined);
+    if (only.length === 0) {
+      const [lint, types] = await Promise.all([
+        run('lint', bin('eslint'), ['.'], {}),
+        run('typecheck', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'], {})
+          .then(async (r) => [r, await run('k6 typecheck', bin('tsc'), ['-p', 'k6/tsconfig.json', '--noEmit'], {})]),
+      ]);
+      results.push(lint, ...types);
+    }
+    const env = await servicesReady;
+
+    const unit = only.length > 0 ? only.filter((f) => f.startsWith('test/unit/')) : testFiles('test/unit');
+    const integration = only.length > 0 ? only.filter((f) => !f.startsWith('test/unit/')) : testFiles('test/integration');
+    const parallel = integration.filter((f) => !SERIAL.has(f));
+    const serial = integration.filter((f) => SERIAL.has(f));
+    // Unit files and the parallel integration files share one pool: no phase waits for another's slowest file.
+    // The integration files, which take longest, start first, so the pool does not end on one of them alone.
+    const pooled = [...parallel, ...unit];
+    const phases: Array<[string, string[], number]> = [
+      [`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY],
+      [`serial integration (${serial.length} files, one at a time)`, serial, 1],
+    ];
+    for (const [name, files, width] of phases) {
+      if (files.length === 0) continue;
+      const timesFile = join(TIMES_DIR, `${results.length}.jsonl`);
+      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile), env));
+      slow.push(`${name}:`, ...slowest(timesFile, 12));
+    }
+  } catch (err) {
+    console.error(`npm test: ${err instanceof Error ? err.message : String(err)}`);
+    results.push({ name: 'services', ok: false, ms: 0 });
+  } finally {
+    await stopAll();
+  }
+  rmSync(TIMES_DIR, { recursive: true, force: true });
+  if (slow.length > 0) console.log(`\n== slowest files (from start to end of each file)\n${slow.join('\n')}`);
+  console.log('\n== summary');
+  for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name} (${(r.ms / 1000).toFixed(1)} s)`);
+  if (interrupted !== null) return interrupted === 'SIGINT' ? 130 : 143;
+  return results.every((r) => r.ok) ? 0 : 1;
+}
+
+process.exitCode = await main();
