@@ -21,7 +21,9 @@ const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
 function config(port: number, urls: string[], aliases: string[]): string {
   return stringify({
     server: { host: '127.0.0.1', port },
-    pools: [{ id: '8b', model: MODEL, aliases, max_context_tokens: 2048, replicas: urls.map((url, i) => ({ id: `r${i}`, url })) }],
+    // The mocks are slowed to 100 ms per token to keep streams open across the reload: a loose TPOT target
+    // keeps admission in GPU time from shedding them (this test is about the reload, not the SLO).
+    pools: [{ id: '8b', model: MODEL, aliases, max_context_tokens: 2048, engine: { tpot_target_ms: 1000 }, replicas: urls.map((url, i) => ({ id: `r${i}`, url })) }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1e6, burst_tokens: 1e7, max_inflight: 256 }],
     registry: { scrape_interval_ms: 50 },
   });

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { createRedisClient, type RedisClient } from '../../../src/quota/redis-client.ts';
-import { startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
+import { DEFAULT_POOL, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 import { openStream, type OpenStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 import { REDIS_URL } from '../../helpers/redis.ts';
@@ -30,9 +30,13 @@ const keysOf = (tenant: string): { bucket: string; leases: string } => ({ bucket
 before(async () => {
   redis = createRedisClient(REDIS_URL, { connectTimeoutMs: 1000, commandTimeoutMs: 2000 });
   stack = await startStack({
+    pools: [{ ...DEFAULT_POOL, engine: { tpot_target_ms: 1000 } }],
     config: {
       routing: { policy: 'round-robin' },
       registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 50 },
+      // The tests slow the mocks to 100 ms per token to hold streams open, which admission in GPU time would
+      // rightly shed against the default 50 ms TPOT target: this file is about quota, so the SLO is loose.
+      admission: { ttft_ms_by_tier: { standard: 10_000 } },
       // a generous timeout: this is about semantics, not Redis latency on a loaded machine
       quota: { backend: 'redis', redis_url: REDIS_URL, key_prefix: PREFIX, failure_mode: 'closed', timeout_ms: 2000 },
       tenants: [
