@@ -1,5 +1,8 @@
 // Redis stopped, paused and restarted mid-test under both failure policies, on a private redis-server:
-// decisions stay bounded by quota.timeout_ms, follow the configured policy, and recover by themselves.
+// decisions follow the configured policy, a silent Redis costs one quota.timeout_ms per call until the breaker
+// opens and then none, and the store recovers by itself. Durations are asserted only from below (a timeout
+// that must fire does not fire early); above, a 10 s deadline catches hangs. How long each decision takes is
+// a product figure: `npm run bench -- quota-outage` measures it.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
@@ -10,8 +13,8 @@ import type { QuotaDecision, TenantLimits } from '../../../src/quota/types.ts';
 import { OwnRedis, sleep } from './own-redis.ts';
 
 const TIMEOUT_MS = 300;
-/** Scheduling slack on a shared 2-core machine; a hang would be seconds (connect retries, offline queue). */
-const SLACK_MS = 700;
+/** Only a hang misses this (an offline queue, connect retries without end); a busy machine does not. */
+const HANG_MS = 10_000;
 
 let redis: OwnRedis;
 before(async () => {
@@ -31,10 +34,35 @@ async function makeStore(failureMode: 'open' | 'closed', readyTimeoutMs = 3000):
   return { store, prefix };
 }
 
-async function timed(p: Promise<QuotaDecision>): Promise<{ d: QuotaDecision; ms: number }> {
+/** `p`, or a failure naming `what` after HANG_MS. */
+async function noHang<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${HANG_MS} ms`)), HANG_MS);
+  });
+  try {
+    return await Promise.race([p, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Timed {
+  d: QuotaDecision;
+  ms: number;
+  /**
+   * Settled before the event loop's next turn: the call did no I/O, so it never waited on Redis. A command sent
+   * to Redis settles on a socket read or a timer, both a later turn, however fast or loaded the machine is.
+   */
+  withoutIo: boolean;
+}
+
+async function decide(p: Promise<QuotaDecision>, what: string): Promise<Timed> {
   const t0 = performance.now();
-  const d = await p;
-  return { d, ms: performance.now() - t0 };
+  let turned = false;
+  setImmediate(() => { turned = true; });
+  const d = await noHang(p, what);
+  return { d, ms: performance.now() - t0, withoutIo: !turned };
 }
 
 async function inspect(): Promise<RedisClient> {
@@ -43,7 +71,7 @@ async function inspect(): Promise<RedisClient> {
   return c;
 }
 
-async function untilRedisServes(store: ResilientQuotaStore, maxMs = 8000): Promise<number> {
+async function untilRedisServes(store: ResilientQuotaStore, maxMs = HANG_MS): Promise<number> {
   const t0 = performance.now();
   for (let i = 0; ; i++) {
     const d = await store.acquire(limits, `probe-${i}`, 0);
@@ -66,8 +94,7 @@ void test('fail-open: Redis killed mid-test admits through a local share marked 
   assert.equal(first.limitTokens, 1000);
 
   await redis.kill();
-  const { d, ms } = await timed(store.acquire(limits, 'r2', 100));
-  assert.ok(ms < TIMEOUT_MS + SLACK_MS, `decision took ${ms} ms`);
+  const { d } = await decide(store.acquire(limits, 'r2', 100), 'fail-open decision with Redis killed');
   assert.equal(d.ok, true);
   assert.equal(d.ok && d.degraded, true);
   // 1/expectedGateways of the tenant's limits: 500 tokens, 2 requests in flight
@@ -97,8 +124,7 @@ void test('fail-closed: Redis killed mid-test refuses with quota_unavailable and
   assert.equal((await store.acquire(limits, 'r1', 100)).ok, true);
   await redis.kill();
   for (let i = 0; i < 5; i++) {
-    const { d, ms } = await timed(store.acquire(limits, `r-${i}`, 100));
-    assert.ok(ms < TIMEOUT_MS + SLACK_MS, `decision took ${ms} ms`);
+    const { d } = await decide(store.acquire(limits, `r-${i}`, 100), `fail-closed decision ${i} with Redis killed`);
     assert.equal(d.ok, false);
     assert.equal(!d.ok && d.code, 'quota_unavailable');
     assert.ok(!d.ok && d.retryAfterSeconds >= 1 && d.retryAfterSeconds <= 2, JSON.stringify(d));
@@ -117,24 +143,32 @@ void test('a paused Redis costs one timeout per call until the breaker opens, an
   t.after(() => {
     if (!resumed) redis.resume();
   });
-  const times: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const { d, ms } = await timed(store.acquire(limits, `late-${i}`, 100));
-    times.push(ms);
-    assert.equal(!d.ok && d.code, 'quota_unavailable');
-    assert.ok(ms >= TIMEOUT_MS * 0.9 && ms < TIMEOUT_MS + SLACK_MS, `call ${i} took ${ms} ms`);
+  // The breaker opens after 3 consecutive failures. A replay of a queued compensation that times out in the
+  // meantime counts as one of them, so it may open after 2 calls: at most 3 calls wait, and each waits a whole
+  // timeout (the client's commandTimeout firing, never earlier).
+  const waited: number[] = [];
+  let open: Timed | null = null;
+  for (let i = 0; open === null; i++) {
+    const call = await decide(store.acquire(limits, `late-${i}`, 100), `paused-Redis decision ${i}`);
+    assert.equal(!call.d.ok && call.d.code, 'quota_unavailable');
+    if (call.withoutIo) {
+      open = call;
+      break;
+    }
+    assert.ok(call.ms >= TIMEOUT_MS * 0.95, `call ${i} answered after ${call.ms.toFixed(0)} ms, before the ${TIMEOUT_MS} ms timeout`);
+    waited.push(call.ms);
+    assert.ok(waited.length <= 3, `call ${i} still waited on Redis: the breaker never opened`);
   }
-  const { d, ms } = await timed(store.acquire(limits, 'fast', 100));
-  assert.ok(ms < TIMEOUT_MS / 2, `breaker open: no wait (${ms} ms)`);
-  assert.equal(!d.ok && d.retryAfterSeconds, 1);
-  t.diagnostic(`paused-Redis decisions took ${times.map((x) => x.toFixed(0)).join(', ')} ms, then ${ms.toFixed(1)} ms`);
-  assert.ok(store.stats().pendingSettles >= 3, 'one compensating settle per acquire whose outcome is unknown');
+  assert.ok(waited.length >= 1, 'the first call went to Redis: the breaker starts closed');
+  assert.equal(!open.d.ok && open.d.retryAfterSeconds, 1, 'the breaker\'s remaining cooldown, rounded up');
+  t.diagnostic(`paused-Redis decisions took ${waited.map((x) => x.toFixed(0)).join(', ')} ms, then ${open.ms.toFixed(2)} ms with the breaker open`);
+  assert.ok(store.stats().pendingSettles >= waited.length, 'one compensating settle per acquire whose outcome is unknown');
 
   redis.resume();
   resumed = true;
   // The three acquires run late inside Redis and take leases; the replayed compensations give them back.
   await untilRedisServes(store);
-  const deadline = performance.now() + 5000;
+  const deadline = performance.now() + HANG_MS;
   while (store.stats().pendingSettles > 0 && performance.now() < deadline) await sleep(50);
   assert.equal(store.stats().pendingSettles, 0);
   const c = await inspect();
@@ -154,7 +188,7 @@ void test('a settle that fails while Redis is down is replayed once it is back',
   assert.equal(store.stats().pendingSettles, 1);
   await redis.restart();
   await untilRedisServes(store);
-  const deadline = performance.now() + 5000;
+  const deadline = performance.now() + HANG_MS;
   while (store.stats().pendingSettles > 0 && performance.now() < deadline) await sleep(50);
   assert.equal(store.stats().pendingSettles, 0);
   assert.ok(store.stats().replayedSettles >= 1);
@@ -170,9 +204,12 @@ void test('a settle that fails while Redis is down is replayed once it is back',
 void test('a gateway started while Redis is down serves under the policy and picks Redis up when it starts', async (t) => {
   await redis.kill();
   const t0 = performance.now();
-  const { store } = await makeStore('open', 300);
-  t.after(() => store.close());
-  assert.ok(performance.now() - t0 < 300 + SLACK_MS, 'startup waits at most readyTimeoutMs');
+  // readyTimeoutMs bounds the wait; the hang deadline is what catches a startup that waits for Redis forever.
+  const starting = makeStore('open', 300);
+  t.after(() => void starting.then(({ store }) => store.close())); // also when it answers after the deadline
+  const { store } = await noHang(starting, 'startup with Redis down');
+  const startupMs = performance.now() - t0;
+  assert.ok(startupMs >= 300 * 0.95, `startup gave Redis its readyTimeoutMs before serving (${startupMs.toFixed(0)} ms)`);
   const d = await store.acquire(limits, 'r1', 10);
   assert.equal(d.ok && d.degraded, true);
   await redis.restart();
