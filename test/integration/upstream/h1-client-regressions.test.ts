@@ -1,6 +1,7 @@
 // Regression tests of the upstream client: forget() with queued attempts, bytes
 // after a complete response (never the next attempt's answer), a consumer's pause is not a body timeout, the
 // headers timeout counts from the write, and a connect that hangs is a connect failure (src/upstream/README.md).
+// A timeout that must fire is asserted not to fire early; above, only a 10 s hang deadline (HANG_MS).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
@@ -8,6 +9,8 @@ import type { UpstreamCall } from '../../../src/upstream/upstream-client.ts';
 import { OK, blackhole, client, closeAll, recorder, req, scripted, until, within, type Result } from './scripted-upstream.ts';
 
 after(closeAll);
+
+const HANG_MS = 10_000;
 
 test('forget() with attempts queued behind a busy connection: the queued attempt still runs once the busy exchange ends', async () => {
   const held: Socket[] = [];
@@ -18,7 +21,7 @@ test('forget() with attempts queued behind a busy connection: the queued attempt
   const c = client({ connections_per_replica: 1 });
   const first = recorder();
   c.dispatch(srv.url, req('{"hold":1}'), first.handler);
-  await until(() => held.length === 1);
+  await until(() => held.length === 1, HANG_MS);
   const queued = recorder();
   c.dispatch(srv.url, req('{"q":1}'), queued.handler);
   // The replica leaves the fleet (config reload) while one attempt is in flight and one is queued.
@@ -27,7 +30,7 @@ test('forget() with attempts queued behind a busy connection: the queued attempt
   assert.equal((await first.done).body, '{"held":1}');
   // README: "forget(url) ... closes idle connections now and busy ones when their exchange ends", and
   // retire(): "queued attempts still run". The queued attempt must get a connection (or at least settle).
-  const q = await within(queued.done, 1500);
+  const q = await within(queued.done, HANG_MS);
   assert.notEqual(q, 'timeout', 'the queued attempt was stranded forever in the retired pool (neither run nor failed)');
   assert.equal((q as Result).body, '{"queued":"answered"}');
 });
@@ -44,7 +47,7 @@ test('bytes after a complete response are never delivered to the next (queued) a
   c.dispatch(srv.url, req('{"a":1}'), a.handler);
   c.dispatch(srv.url, req('{"b":1}'), b.handler); // queued: the one connection is busy
   assert.equal((await a.done).body, '{"n":1}');
-  const rb = await within(b.done, 2000);
+  const rb = await within(b.done, HANG_MS);
   assert.notEqual(rb, 'timeout');
   // The parser's own contract: "Bytes after a complete response are an error too: nothing was asked."
   // Whatever happens to B (a fresh connection, or a failure), it must not get bytes the replica wrote
@@ -69,7 +72,7 @@ test('bytes after a complete response are not fed to an attempt dispatched from 
     },
   });
   assert.equal((await a.done).body, '{"n":1}');
-  const rb = await within(b.done, 2000);
+  const rb = await within(b.done, HANG_MS);
   assert.notEqual(rb, 'timeout');
   assert.notEqual((rb as Result).body, '{"stale":true}', 'B got the stale response bytes that arrived before its request');
 });
@@ -115,11 +118,12 @@ test('headersTimeoutMs counts from the write: a head trickled one byte per read 
   const r = recorder();
   const t0 = performance.now();
   c.dispatch(srv.url, req('{}', { headersTimeoutMs: 300 }), r.handler);
-  const res = await within(r.done, 3000);
+  // The whole head takes about 5 s to trickle in: a timer restarted by every read would let it complete.
+  const res = await within(r.done, HANG_MS);
   assert.notEqual(res, 'timeout', 'no headers_timeout at all while the head trickles in');
   // README: "headers_timeout when no response head arrives within headersTimeoutMs of the write".
   assert.equal((res as Result).error, 'headers_timeout');
-  assert.ok((res as Result).settledAt - t0 < 1000);
+  assert.ok((res as Result).settledAt - t0 >= 290, 'not before the 300 ms timeout');
 });
 
 test('a connect that never completes fails as connect (UPSTREAM_CONNECT_TIMEOUT) after connect_timeout_ms', async () => {
@@ -127,11 +131,14 @@ test('a connect that never completes fails as connect (UPSTREAM_CONNECT_TIMEOUT)
   const c = client({ connect_timeout_ms: 300 });
   const r = recorder();
   const t0 = performance.now();
-  c.dispatch(bh.url, req(), r.handler);
-  const res = await r.done;
+  // Headers and body timeouts far beyond the hang deadline: only the connect timeout can end this attempt.
+  c.dispatch(bh.url, req('{}', { headersTimeoutMs: 60_000, bodyTimeoutMs: 60_000 }), r.handler);
+  const settled = await within(r.done, HANG_MS);
+  assert.notEqual(settled, 'timeout', 'the connect timeout never fired');
+  const res = settled as Result;
   assert.deepEqual([res.error, res.errorCode], ['connect', 'UPSTREAM_CONNECT_TIMEOUT']);
   const waited = res.settledAt - t0;
-  assert.ok(waited >= 290 && waited < 1000, `fired after ${waited.toFixed(0)} ms`);
+  assert.ok(waited >= 290, `fired after ${waited.toFixed(0)} ms, before the 300 ms connect timeout`);
   assert.equal(c.connections(bh.url), 0);
 });
 
@@ -141,7 +148,9 @@ test('a connect still pending when headersTimeoutMs runs out is a connect failur
   const r = recorder();
   // e.g. first_token_timeout_ms: 500 makes streams' headersTimeoutMs 1500 < a 2000 ms connect timeout.
   c.dispatch(bh.url, req('{}', { headersTimeoutMs: 200 }), r.handler);
-  const res = await r.done;
+  const settled = await within(r.done, HANG_MS);
+  assert.notEqual(settled, 'timeout', 'the attempt never settled');
+  const res = settled as Result;
   // README: "Any error before the TCP connection is up is `connect` (refused, unreachable, connect timeout)".
   // headers_timeout is not reported as a data-plane failure by handle-completion, so an unreachable replica
   // would never be marked down.
@@ -153,15 +162,16 @@ test('waiting in the queue counts against headersTimeoutMs: a non-stream attempt
   const srv = await scripted((_r, sock) => held.push(sock));
   const c = client({ connections_per_replica: 1 });
   const busy = recorder();
-  c.dispatch(srv.url, req('{"busy":1}', { headersTimeoutMs: 10_000 }), busy.handler);
-  await until(() => held.length === 1);
+  // The busy exchange outlives the hang deadline, so the queued attempt cannot get its connection in time.
+  c.dispatch(srv.url, req('{"busy":1}', { headersTimeoutMs: 60_000 }), busy.handler);
+  await until(() => held.length === 1, HANG_MS);
   const t0 = performance.now();
   const queued = recorder();
   c.dispatch(srv.url, req('{"queued":1}', { headersTimeoutMs: 300 }), queued.handler);
-  const res = await within(queued.done, 3000);
+  const res = await within(queued.done, HANG_MS);
   assert.notEqual(res, 'timeout', 'the queued attempt was never settled');
   assert.equal((res as Result).error, 'headers_timeout');
-  assert.ok((res as Result).settledAt - t0 < 1000);
+  assert.ok((res as Result).settledAt - t0 >= 290, 'not before the 300 ms timeout');
   assert.equal(srv.requests.length, 1, 'the timed-out attempt was never written');
   held[0]!.write(OK('{}'));
   assert.equal((await busy.done).status, 200);
@@ -173,7 +183,11 @@ test('a dispatch after close() fails at once with aborted and opens no connectio
   await c.close();
   const r = recorder();
   c.dispatch(srv.url, req(), r.handler);
-  const res = await within(r.done, 500);
+  // At once: settled before the event loop's next turn, so before any socket could have been opened.
+  let turned = false;
+  setImmediate(() => { turned = true; });
+  const res = await within(r.done, HANG_MS);
+  assert.equal(turned, false, 'settled without waiting on I/O');
   assert.notEqual(res, 'timeout');
   assert.equal((res as Result).error, 'aborted');
   await new Promise((resolve) => setTimeout(resolve, 50));
