@@ -10,8 +10,10 @@ import { openStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 import { OwnRedis } from './own-redis.ts';
 
-// Generous: this file checks what the client sees, not timing (redis-outage.test.ts does), and the box is loaded.
+// Generous: this file checks what the client sees, not timing (`npm run bench -- quota-outage` measures it).
 const TIMEOUT_MS = 1000;
+/** Deadline for waits on a condition: only a hang misses it, a busy machine does not. */
+const HANG_MS = 10_000;
 let redis: OwnRedis;
 let stack: TestStack;
 let admin: RedisClient;
@@ -49,13 +51,13 @@ const faultBoth = async (body: Record<string, unknown>): Promise<void> => {
 };
 const chat = (id: string, maxTokens: number, extra: Record<string, unknown> = {}): Promise<Response> =>
   fetch(`${stack.url}/v1/chat/completions`, {
-    method: 'POST', headers: { ...tiny, 'x-request-id': id },
+    method: 'POST', headers: { ...tiny, 'x-request-id': id }, signal: AbortSignal.timeout(HANG_MS),
     body: JSON.stringify({ model: 'gpt-fast', messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens, ...extra }),
   });
 const tokens = async (): Promise<number> => Number(await admin.hget(BUCKET, 'tokens'));
 const leasesEmpty = async (): Promise<boolean> => (await admin.zcard(LEASES)) === 0;
 async function usageOf(id: string): Promise<UsageRecord> {
-  const rec = await waitFor(async () => (await stack.usage()).find((r) => r.request_id === id), 5000);
+  const rec = await waitFor(async () => (await stack.usage()).find((r) => r.request_id === id), HANG_MS);
   assert.ok(rec);
   return rec;
 }
@@ -70,7 +72,7 @@ void test('a success is charged prompt + output tokens once: the unused reservat
   const remainingAtAdmission = Number(res.headers.get('x-ratelimit-remaining-tokens'));
   assert.equal(remainingAtAdmission, 4000 - rec.input_tokens - 300, 'reserved prompt + max_tokens');
   assert.ok(rec.output_tokens < 300, `something to refund (output ${rec.output_tokens})`);
-  await waitFor(leasesEmpty, 2000);
+  await waitFor(leasesEmpty, HANG_MS);
   const after = await tokens();
   const charged = rec.input_tokens + rec.output_tokens;
   // refill at 100 tokens/s during the request may have topped it up, never past burst
@@ -97,7 +99,7 @@ void test('a request beyond the bucket gets 429 rate_limit_exceeded with a retry
   const lo = Math.ceil((cost - remainingNow - 1) / 100);
   const hi = Math.ceil((cost - remainingNow) / 100);
   assert.ok(retryAfterS >= lo && retryAfterS <= hi && retryAfterS >= 10, `retry-after ${retryAfterS}, expected ${lo}..${hi}`);
-  await waitFor(leasesEmpty, 2000);
+  await waitFor(leasesEmpty, HANG_MS);
   await faultBoth({ mode: 'none' });
 });
 
@@ -108,7 +110,7 @@ void test('leases are released after an upstream error, a retried success and a 
   assert.ok(failed.status >= 500, `status ${failed.status}`);
   await failed.text();
   await usageOf('err-1');
-  await waitFor(leasesEmpty, 2000);
+  await waitFor(leasesEmpty, HANG_MS);
   await faultBoth({ mode: 'none' });
 
   // One replica fails its next request before the first token: whichever request lands there is retried.
@@ -119,7 +121,7 @@ void test('leases are released after an upstream error, a retried success and a 
     assert.equal(res.status, 200);
     await res.json();
     retries = (await usageOf(`retry-${i}`)).retries;
-    await waitFor(leasesEmpty, 2000);
+    await waitFor(leasesEmpty, HANG_MS);
   }
   assert.equal(retries, 1, 'a request was retried on the other replica');
   await fault('8b-1', { mode: 'none' });
@@ -130,25 +132,26 @@ void test('leases are released after an upstream error, a retried success and a 
   assert.equal(await admin.zcard(LEASES), 1, 'the stream holds its lease');
   s.destroy();
   assert.equal((await usageOf('cancel-1')).cancelled, true);
-  await waitFor(leasesEmpty, 2000);
+  await waitFor(leasesEmpty, HANG_MS);
   await faultBoth({ mode: 'none' });
 });
 
-void test('with Redis paused, fail-closed answers 503 quota_unavailable within the timeout, then recovers', async () => {
+void test('with Redis paused, fail-closed answers 503 quota_unavailable once the quota timeout fires, then recovers', async () => {
   redis.pause();
   const t0 = performance.now();
-  const res = await chat('paused-1', 10);
+  const res = await chat('paused-1', 10); // a hang (no timeout on the Redis call) aborts at HANG_MS
   const ms = performance.now() - t0;
   const body = await res.json() as { error: { code: string } };
   assert.equal(res.status, 503);
   assert.equal(body.error.code, 'quota_unavailable');
   assert.ok(Number(res.headers.get('retry-after')) >= 1);
-  assert.ok(ms < TIMEOUT_MS + 1500, `answered after ${ms.toFixed(0)} ms (quota timeout ${TIMEOUT_MS} ms; tokenize and scheduling on a loaded box)`);
+  // The first call after a healthy spell goes to Redis (the breaker is closed) and waits out quota.timeout_ms.
+  assert.ok(ms >= TIMEOUT_MS * 0.95, `answered after ${ms.toFixed(0)} ms, before the ${TIMEOUT_MS} ms quota timeout`);
   redis.resume();
   await waitFor(async () => {
     const r = await chat(`after-${randomUUID()}`, 10);
     await r.text();
     return r.status === 200;
-  }, 8000, 100);
-  await waitFor(leasesEmpty, 3000);
+  }, HANG_MS, 100);
+  await waitFor(leasesEmpty, HANG_MS);
 });
