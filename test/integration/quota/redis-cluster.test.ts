@@ -81,9 +81,10 @@ if (unavailable !== null) {
   });
 
   // Two gateways (own cluster clients) behind the failure policy, as the gateway builds them, 12 request loops.
-  // With timeout_ms above the failover's write pause every request is decided by Redis through the redirection
-  // and each tenant is charged exactly what it used; with the default 50 ms some time out during the pause and
-  // are admitted locally (fail open), and Redis is charged at most what was used, never twice.
+  // With timeout_ms far above the failover's write pause (10 s: only a hang reaches it, however loaded the
+  // machine) every request is decided by Redis through the redirection and each tenant is charged exactly what
+  // it used; with the default 50 ms some time out during the pause and are admitted locally (fail open), and
+  // Redis is charged at most what was used, never twice. The slowest acquire is printed, never asserted.
   const GATEWAYS = 2;
   const failoverUnderLoad = async (t: TestContext, failureMode: 'open' | 'closed', timeoutMs: number, kill = false): Promise<void> => {
     // the previous failover's demoted master must have resynced as a replica before this one starts
@@ -190,7 +191,7 @@ if (unavailable !== null) {
     }
   };
 
-  void test('redis cluster: a master failing over under load loses no lease and counts every token once', (t) => failoverUnderLoad(t, 'closed', 3000));
+  void test('redis cluster: a master failing over under load loses no lease and counts every token once', (t) => failoverUnderLoad(t, 'closed', 10_000));
 
   void test('redis cluster: at the default 50 ms timeout, failing over under load leaks no lease and never double-counts', (t) => failoverUnderLoad(t, 'open', 50));
 
