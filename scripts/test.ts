@@ -36,11 +36,8 @@ export const SERIAL = new Set([
   'test/integration/sim/fidelity.test.ts',
   'test/integration/threads/sharded.test.ts',
   'test/integration/threads/sigterm-drain.test.ts',
-  'test/integration/upstream/h1-client.test.ts',
   'test/integration/upstream/h1-client-edges.test.ts',
-  'test/integration/upstream/h1-client-regressions.test.ts',
   'test/integration/upstream/h1-write-burst.test.ts',
-  'test/integration/quota/redis-outage.test.ts',
 ]);
 
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
