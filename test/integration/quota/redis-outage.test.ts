@@ -166,7 +166,7 @@ void test('a paused Redis costs one timeout per call until the breaker opens, an
 
   redis.resume();
   resumed = true;
-  // The three acquires run late inside Redis and take leases; the replayed compensations give them back.
+  // The acquires that waited run late inside Redis and take leases; the replayed compensations give them back.
   await untilRedisServes(store);
   const deadline = performance.now() + HANG_MS;
   while (store.stats().pendingSettles > 0 && performance.now() < deadline) await sleep(50);
