@@ -99,8 +99,9 @@ export class BlockHolders {
 
   /** The slot holds `hash` now, as its newest block. True when it was not held before. */
   store(slot: number, hash: number): boolean {
-    const table = this.bySlot[slot]!;
-    const m = table.get(hash);
+    // One probe: the membership a new hash would get is entered at once and taken only if it was new.
+    const next = this.freeHead !== NONE ? this.freeHead : this.used;
+    const m = this.bySlot[slot]!.putIfAbsent(hash, next);
     if (m !== NONE) {
       this.unlinkLru(m);
       this.linkNewest(m);
@@ -109,7 +110,6 @@ export class BlockHolders {
     const n = this.allocate();
     this.hashOf[n] = hash;
     this.slotOf[n] = slot;
-    table.set(hash, n);
     this.linkNewest(n);
     this.counts[slot]!++;
     if (this.counts[slot]! > this.capacities[slot]!) this.evictOldest(slot);

@@ -73,11 +73,7 @@ export class DynamoSequences {
   add(key: object, slot: number, hashes: Float64Array, prefill: number): void {
     if (this.active.has(key)) return;
     const u = this.unique[slot]!;
-    for (let i = 0; i < hashes.length; i++) {
-      const h = hashes[i]!;
-      const r = u.get(h);
-      u.set(h, r < 0 ? 1 : r + 1);
-    }
+    for (let i = 0; i < hashes.length; i++) u.adjust(hashes[i]!, 1);
     this.prefillTokens[slot]! += prefill;
     this.active.set(key, { slot, generation: this.generation[slot]!, hashes, prefillTokens: prefill });
   }
@@ -98,12 +94,7 @@ export class DynamoSequences {
     this.active.delete(key);
     if (a.generation !== this.generation[a.slot]) return;
     const u = this.unique[a.slot]!;
-    for (let i = 0; i < a.hashes.length; i++) {
-      const h = a.hashes[i]!;
-      const r = u.get(h) - 1;
-      if (r > 0) u.set(h, r);
-      else u.delete(h);
-    }
+    for (let i = 0; i < a.hashes.length; i++) u.adjust(a.hashes[i]!, -1);
   }
 
   /** The worker restarted or left: it has nothing active (requests routed there before free nothing). */

@@ -66,6 +66,39 @@ export class HashIntMap {
     if (++this.count * 2 > vals.length) this.grow();
   }
 
+  /** `hash`'s value if present; else `hash` maps to `value` (≥ 0) from now on and −1 is returned. One probe. */
+  putIfAbsent(hash: number, value: number): number {
+    const mask = this.mask;
+    const vals = this.vals;
+    let i = bucketOf(hash, mask);
+    for (; vals[i] !== EMPTY; i = (i + 1) & mask) if (this.keys[i] === hash) return vals[i]!;
+    this.keys[i] = hash;
+    vals[i] = value;
+    if (++this.count * 2 > vals.length) this.grow();
+    return EMPTY;
+  }
+
+  /** Adds `delta` to `hash`'s value (0 if absent); a result ≤ 0 removes it. Returns the result. */
+  adjust(hash: number, delta: number): number {
+    const mask = this.mask;
+    const vals = this.vals;
+    let i = bucketOf(hash, mask);
+    for (; vals[i] !== EMPTY; i = (i + 1) & mask) {
+      if (this.keys[i] === hash) {
+        const v = vals[i]! + delta;
+        if (v > 0) vals[i] = v;
+        else this.removeAt(i);
+        return v;
+      }
+    }
+    if (delta > 0) {
+      this.keys[i] = hash;
+      vals[i] = delta;
+      if (++this.count * 2 > vals.length) this.grow();
+    }
+    return delta;
+  }
+
   /** Removes `hash`; true when it was there. */
   delete(hash: number): boolean {
     const mask = this.mask;
@@ -77,6 +110,15 @@ export class HashIntMap {
       if (keys[i] === hash) break;
       i = (i + 1) & mask;
     }
+    this.removeAt(i);
+    return true;
+  }
+
+  /** Empties bucket i (occupied), keeping every later entry of its probe run reachable. */
+  private removeAt(i: number): void {
+    const mask = this.mask;
+    const keys = this.keys;
+    const vals = this.vals;
     this.count--;
     // Shift later entries of the probe run back into the hole unless their home bucket lies after it.
     let hole = i;
@@ -89,7 +131,6 @@ export class HashIntMap {
       hole = j;
     }
     vals[hole] = EMPTY;
-    return true;
   }
 
   clear(): void {
