@@ -31,6 +31,16 @@ export class SimKvEvents implements KvEventSink {
     this.dirty = new Uint8Array(slots);
   }
 
+  /**
+   * Whether `policy` reads this index: createPolicy gives the router's prefix index to kv-aware alone (the
+   * anchors keep their own, fed separately). For every other policy nothing reads the entries, so the run
+   * does not feed them: one events-index write per cached or evicted block, a fifth of a Mooncake run's CPU.
+   * The slots' stream states (what a route header reports) are kept either way.
+   */
+  static readBy(policy: string): boolean {
+    return policy === 'kv-aware';
+  }
+
   /** `routing.prefix_index: events` → the feed for a pool of `slots` engines of `blocksPerReplica` blocks; else null. */
   static forConfig(cfg: GatewayConfig, slots: number, blocksPerReplica: number): SimKvEvents | null {
     return cfg.routing.prefix_index === 'events' ? new SimKvEvents(slots, blocksPerReplica) : null;
