@@ -18,10 +18,27 @@ import type { KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
 
 export class SimKvEvents implements KvEventSink {
   readonly index: EventsIndex;
+  /**
+   * Per slot: 1 once it stored a block since its entries were last dropped. EventsIndex.clearSlot is one pass
+   * over every bucket (2.2 M entries for the 8B pool), and a run starts all 40 engines on an empty index: the
+   * passes for slots that hold nothing were a tenth of a Mooncake run's CPU, and change nothing.
+   */
+  private readonly dirty: Uint8Array;
 
   constructor(slots: number, blocksPerReplica: number) {
     // Twice the blocks the fleet can hold: distinct hashes never exceed it, and the probe window stays short.
     this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots });
+    this.dirty = new Uint8Array(slots);
+  }
+
+  /**
+   * Whether `policy` reads this index: createPolicy gives the router's prefix index to kv-aware alone (the
+   * anchors keep their own, fed separately). For every other policy nothing reads the entries, so the run
+   * does not feed them: one events-index write per cached or evicted block, a fifth of a Mooncake run's CPU.
+   * The slots' stream states (what a route header reports) are kept either way.
+   */
+  static readBy(policy: string): boolean {
+    return policy === 'kv-aware';
   }
 
   /** `routing.prefix_index: events` → the feed for a pool of `slots` engines of `blocksPerReplica` blocks; else null. */
@@ -31,11 +48,12 @@ export class SimKvEvents implements KvEventSink {
 
   /** The slot's (new) engine reports its cache from now on (through the run's KvEventFeed); it starts empty, so its index is exact at once. */
   live(slot: number): void {
-    this.index.clearSlot(slot);
+    this.clear(slot);
     this.index.setState(slot, StreamState.Live);
   }
 
   stored(slot: number, hash: number): void {
+    this.dirty[slot] = 1;
     this.index.add(slot, hash);
   }
 
@@ -45,8 +63,15 @@ export class SimKvEvents implements KvEventSink {
 
   /** The slot's engine died: nothing more comes from it. */
   cleared(slot: number): void {
-    this.index.clearSlot(slot);
+    this.clear(slot);
     this.index.setState(slot, StreamState.Fallback);
+  }
+
+  /** Drops the slot's entries, if it has any. */
+  private clear(slot: number): void {
+    if (this.dirty[slot] === 0) return;
+    this.index.clearSlot(slot);
+    this.dirty[slot] = 0;
   }
 
   /** A gateway's router over `fleet` whose index policies read the events index for live slots. */

@@ -122,9 +122,9 @@ export class FleetSim implements RequestSink {
     this.inflightTokens = new Float64Array(n);
     for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: this.admissionMode, kvEvents: this.kvEvents }));
     // One feed from every engine's block pool: the anchors' own event-fed indexes and, with
-    // routing.prefix_index: events, the exact index kv-aware reads.
+    // routing.prefix_index: events and kv-aware routing, the exact index it reads.
     for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
-    if (this.kvEvents !== null) this.kvFeed.subscribe(this.kvEvents);
+    if (this.kvEvents !== null && SimKvEvents.readBy(cfg.routing.policy)) this.kvFeed.subscribe(this.kvEvents);
     for (let slot = 0; slot < n; slot++) this.attachEngine(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
     // only after the first scrape of every replica).

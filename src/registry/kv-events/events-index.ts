@@ -6,8 +6,11 @@
 // for candidates whose stream is live), O(longest match) probes, no allocation.
 //
 // Layout: set-associative buckets of WAYS hashes, each way with a bitmap of ceil(slots / 32) words. A hash
-// lives in one of PROBE (8) consecutive buckets from its home bucket (the first with a free way when added), so a
-// hit costs one bucket read and a miss PROBE of them. Full (all PROBE buckets full): the add fails, the
+// lives in one of PROBE (8) consecutive buckets from its home bucket (the first with a free way when added).
+// Each bucket also keeps the farthest any hash whose home it is was ever placed (its reach: 0 while none
+// spilled over, which at the index's sizing is nearly always), so a hit or a miss reads reach + 1 buckets, not
+// PROBE: a KV event for a new hash and a lookup's final miss cost one bucket instead of eight. The reach never
+// shrinks (a clear leaves it), so a reader can never stop short of an entry. Full (all PROBE buckets full): the add fails, the
 // caller counts an overflow and that replica falls back to the approximate index until its next clear.
 // Per-bucket seqlock (single writer, no CAS): odd while written; a reader retries a torn read, then calls it
 // a miss. A way whose bitmap empties is freed.
@@ -73,6 +76,8 @@ export class EventsIndex {
   private readonly i32: Int32Array;
   private readonly f64: Float64Array;
   private readonly bucketI32: number;
+  /** Offset of a bucket's reach word from its base. */
+  private readonly reachOff: number;
   private readonly mask: number;
   private readonly stateBase: number;
   private readonly reasonBase: number;
@@ -104,7 +109,9 @@ export class EventsIndex {
     this.slots = slots;
     this.buckets = buckets;
     this.words = Math.ceil(slots / 32);
-    this.bucketI32 = Math.ceil((1 + 2 * WAYS + WAYS * this.words) / 16) * 16;
+    // Version, WAYS low and WAYS high hash words, the bitmaps, the reach; padded to 64 bytes.
+    this.reachOff = 1 + 2 * WAYS + WAYS * this.words;
+    this.bucketI32 = Math.ceil((this.reachOff + 1) / 16) * 16;
     this.stateBase = HEADER_I32;
     this.reasonBase = this.stateBase + slots;
     // Float64 stats start 8-byte aligned, then buckets 64-byte aligned.
@@ -210,17 +217,23 @@ export class EventsIndex {
   add(slot: number, hash: number): boolean {
     const i32 = this.i32;
     const home = this.split(hash);
+    const homeBase = this.bucketAt(home, 0);
+    const reach = i32[homeBase + this.reachOff]!;
     let freeBase = -1;
     let freeWay = -1;
-    for (let p = 0; p < PROBE; p++) {
+    let freeP = -1;
+    // Buckets past the reach cannot hold the hash: past it, only the first free way is sought.
+    for (let p = 0; p < PROBE && (p <= reach || freeBase < 0); p++) {
       const base = this.bucketAt(home, p);
-      const w = this.wayIn(base);
-      if (w >= 0) {
-        this.setBit(base, w, slot, true);
-        return true;
+      if (p <= reach) {
+        const w = this.wayIn(base);
+        if (w >= 0) {
+          this.setBit(base, w, slot, true);
+          return true;
+        }
       }
       if (freeBase < 0) {
-        for (let k = 0; k < WAYS; k++) if (i32[base + 1 + WAYS + k] === 0) { freeBase = base; freeWay = k; break; }
+        for (let k = 0; k < WAYS; k++) if (i32[base + 1 + WAYS + k] === 0) { freeBase = base; freeWay = k; freeP = p; break; }
       }
     }
     if (freeBase < 0) {
@@ -235,6 +248,8 @@ export class EventsIndex {
     i32.fill(0, bw, bw + this.words);
     i32[bw + (slot >>> 5)] = 1 << (slot & 31);
     Atomics.store(i32, freeBase, v + 2);
+    // Widened after the entry is written: a reader that sees the new reach finds the entry.
+    if (freeP > reach) Atomics.store(i32, homeBase + this.reachOff, freeP);
     Atomics.add(i32, H_ENTRIES, 1);
     return true;
   }
@@ -242,7 +257,8 @@ export class EventsIndex {
   /** `slot` no longer holds `hash`. */
   remove(slot: number, hash: number): void {
     const home = this.split(hash);
-    for (let p = 0; p < PROBE; p++) {
+    const reach = this.i32[this.bucketAt(home, 0) + this.reachOff]!;
+    for (let p = 0; p <= reach; p++) {
       const base = this.bucketAt(home, p);
       const w = this.wayIn(base);
       if (w >= 0) {
@@ -292,7 +308,8 @@ export class EventsIndex {
     const i32 = this.i32;
     const home = this.split(hash);
     const words = this.words;
-    for (let p = 0; p < PROBE; p++) {
+    const reach = Atomics.load(i32, this.bucketAt(home, 0) + this.reachOff);
+    for (let p = 0; p <= reach; p++) {
       const base = this.bucketAt(home, p);
       for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
         const v1 = Atomics.load(i32, base);

@@ -10,22 +10,25 @@
 //     no capacity (the engine's own evictions arrive as removals). This is llm-d's kv-cache indexer and
 //     Dynamo's KvIndexer (ai-dynamo/dynamo lib/kv-router/src/radix_tree.rs).
 // Unlike prefix-index.ts (4 holders per hash, shared between acceptor threads through a SharedArrayBuffer),
-// this is one thread's: a Map from hash to the first of its memberships, memberships in growable typed arrays.
-// Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision, O(blocks × holders);
-// store() once per stored block, O(holders of that hash); no allocation except when the arrays grow.
+// this is one thread's: per slot, an open-addressing table from hash to its membership (hash-int-map.ts);
+// memberships in growable typed arrays, linked in a per-slot LRU. Nothing links a hash's holders together:
+// lookup() probes each candidate's table, which costs Σ over candidates of (its run + 1) probes, never more
+// than walking every holder of every matched block, and store() finds a membership in one probe however many
+// replicas hold the hash (a prefix every replica has cached has 40 holders on the 8B pool).
+// Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision; store() once per
+// stored block, O(1); no allocation except when the arrays grow.
+import { HashIntMap } from './hash-int-map.ts';
 
 const NONE = -1;
 const INITIAL_MEMBERSHIPS = 4096;
 
 export class BlockHolders {
   readonly slots: number;
-  /** hash → its first membership. */
-  private readonly first = new Map<number, number>();
-  // Memberships (hash, slot): a doubly linked chain per hash and a doubly linked LRU per slot.
+  /** Per slot: hash → its membership. */
+  private readonly bySlot: HashIntMap[];
+  // Memberships (hash, slot), in a doubly linked LRU per slot; free ones chained through `older`.
   private hashOf: Float64Array;
   private slotOf: Int32Array;
-  private nextOfHash: Int32Array;
-  private prevOfHash: Int32Array;
   /** Towards the older end of the slot's LRU, and towards the newer. */
   private older: Int32Array;
   private newer: Int32Array;
@@ -36,25 +39,21 @@ export class BlockHolders {
   private readonly oldest: Int32Array;
   private readonly counts: Int32Array;
   private readonly capacities: Float64Array;
-  /** Per lookup: slot → position in the candidate list; -1 otherwise. */
-  private readonly posOf: Int32Array;
   /** Memberships dropped because a replica's LRU was over its capacity. */
   evictions = 0;
 
   /** `capacityBlocks`: each slot's LRU bound until setCapacity says otherwise (Infinity: none). */
   constructor(slots: number, capacityBlocks = Infinity) {
     this.slots = slots;
+    this.bySlot = Array.from({ length: slots }, () => new HashIntMap());
     this.hashOf = new Float64Array(INITIAL_MEMBERSHIPS);
     this.slotOf = new Int32Array(INITIAL_MEMBERSHIPS);
-    this.nextOfHash = new Int32Array(INITIAL_MEMBERSHIPS);
-    this.prevOfHash = new Int32Array(INITIAL_MEMBERSHIPS);
     this.older = new Int32Array(INITIAL_MEMBERSHIPS);
     this.newer = new Int32Array(INITIAL_MEMBERSHIPS);
     this.newest = new Int32Array(slots).fill(NONE);
     this.oldest = new Int32Array(slots).fill(NONE);
     this.counts = new Int32Array(slots);
     this.capacities = new Float64Array(slots).fill(capacityBlocks);
-    this.posOf = new Int32Array(slots).fill(NONE);
   }
 
   /** Blocks the slot is believed to hold. */
@@ -62,19 +61,21 @@ export class BlockHolders {
     return this.counts[slot]!;
   }
 
-  /** Hashes with at least one holder. */
+  /** Hashes with at least one holder. O(memberships) and allocates: for tests, not the hot path. */
   hashes(): number {
-    return this.first.size;
+    const seen = new Set<number>();
+    for (const t of this.bySlot) t.forEach((h) => seen.add(h));
+    return seen.size;
   }
 
   holds(slot: number, hash: number): boolean {
-    return this.find(slot, hash) !== NONE;
+    return this.bySlot[slot]!.get(hash) !== NONE;
   }
 
-  /** Replicas believed to hold `hash`. */
+  /** Replicas believed to hold `hash`. O(slots). */
   holderCount(hash: number): number {
     let n = 0;
-    for (let m = this.first.get(hash) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) n++;
+    for (const t of this.bySlot) if (t.get(hash) !== NONE) n++;
     return n;
   }
 
@@ -98,7 +99,9 @@ export class BlockHolders {
 
   /** The slot holds `hash` now, as its newest block. True when it was not held before. */
   store(slot: number, hash: number): boolean {
-    const m = this.find(slot, hash);
+    // One probe: the membership a new hash would get is entered at once and taken only if it was new.
+    const next = this.freeHead !== NONE ? this.freeHead : this.used;
+    const m = this.bySlot[slot]!.putIfAbsent(hash, next);
     if (m !== NONE) {
       this.unlinkLru(m);
       this.linkNewest(m);
@@ -107,11 +110,6 @@ export class BlockHolders {
     const n = this.allocate();
     this.hashOf[n] = hash;
     this.slotOf[n] = slot;
-    const head = this.first.get(hash) ?? NONE;
-    this.prevOfHash[n] = NONE;
-    this.nextOfHash[n] = head;
-    if (head !== NONE) this.prevOfHash[head] = n;
-    this.first.set(hash, n);
     this.linkNewest(n);
     this.counts[slot]!++;
     if (this.counts[slot]! > this.capacities[slot]!) this.evictOldest(slot);
@@ -120,7 +118,7 @@ export class BlockHolders {
 
   /** The slot no longer holds `hash` (a BlockRemoved event). True when it was held. */
   remove(slot: number, hash: number): boolean {
-    const m = this.find(slot, hash);
+    const m = this.bySlot[slot]!.get(hash);
     if (m === NONE) return false;
     this.drop(m);
     return true;
@@ -136,32 +134,16 @@ export class BlockHolders {
    * returns the longest. A run ends at the first block the candidate does not hold.
    */
   lookup(hashes: Float64Array, candidates: readonly number[], out: Int32Array): number {
-    const nc = candidates.length;
-    const pos = this.posOf;
-    for (let i = 0; i < nc; i++) {
-      out[i] = 0;
-      pos[candidates[i]!] = i;
-    }
     let best = 0;
-    for (let b = 0; b < hashes.length; b++) {
-      let moved = 0;
-      for (let m = this.first.get(hashes[b]!) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) {
-        const p = pos[this.slotOf[m]!]!;
-        if (p >= 0 && out[p] === b) {
-          out[p] = b + 1;
-          moved++;
-        }
-      }
-      if (moved === 0) break;
-      best = b + 1;
+    const n = hashes.length;
+    for (let i = 0; i < candidates.length; i++) {
+      const table = this.bySlot[candidates[i]!]!;
+      let b = 0;
+      while (b < n && table.get(hashes[b]!) !== NONE) b++;
+      out[i] = b;
+      if (b > best) best = b;
     }
-    for (let i = 0; i < nc; i++) pos[candidates[i]!] = NONE;
     return best;
-  }
-
-  private find(slot: number, hash: number): number {
-    for (let m = this.first.get(hash) ?? NONE; m !== NONE; m = this.nextOfHash[m]!) if (this.slotOf[m] === slot) return m;
-    return NONE;
   }
 
   private evictOldest(slot: number): void {
@@ -169,17 +151,13 @@ export class BlockHolders {
     this.evictions++;
   }
 
-  /** Unlinks membership m from its hash chain and its slot's LRU and frees it. */
+  /** Removes membership m from its slot's table and LRU and frees it. */
   private drop(m: number): void {
-    const next = this.nextOfHash[m]!;
-    const prev = this.prevOfHash[m]!;
-    if (prev !== NONE) this.nextOfHash[prev] = next;
-    else if (next !== NONE) this.first.set(this.hashOf[m]!, next);
-    else this.first.delete(this.hashOf[m]!);
-    if (next !== NONE) this.prevOfHash[next] = prev;
+    const slot = this.slotOf[m]!;
+    this.bySlot[slot]!.delete(this.hashOf[m]!);
     this.unlinkLru(m);
-    this.counts[this.slotOf[m]!]!--;
-    this.nextOfHash[m] = this.freeHead;
+    this.counts[slot]!--;
+    this.older[m] = this.freeHead;
     this.freeHead = m;
   }
 
@@ -206,7 +184,7 @@ export class BlockHolders {
   private allocate(): number {
     if (this.freeHead !== NONE) {
       const m = this.freeHead;
-      this.freeHead = this.nextOfHash[m]!;
+      this.freeHead = this.older[m]!;
       return m;
     }
     if (this.used === this.hashOf.length) this.grow();
@@ -217,8 +195,6 @@ export class BlockHolders {
     const n = this.hashOf.length * 2;
     this.hashOf = copyInto(new Float64Array(n), this.hashOf);
     this.slotOf = copyInto(new Int32Array(n), this.slotOf);
-    this.nextOfHash = copyInto(new Int32Array(n), this.nextOfHash);
-    this.prevOfHash = copyInto(new Int32Array(n), this.prevOfHash);
     this.older = copyInto(new Int32Array(n), this.older);
     this.newer = copyInto(new Int32Array(n), this.newer);
   }

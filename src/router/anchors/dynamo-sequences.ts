@@ -10,7 +10,9 @@
 //   - potential prefill tokens = active prefill tokens + (isl − overlap × block size).
 // A request is added at dispatch, leaves the prefill count at its first token (mark_prefill_completed) and
 // is freed when it ends. Keyed by the routing Decision (one per attempt).
-// Thread: the acceptor (or the simulator's run). Hot path: potential() is O(prompt blocks) map reads.
+// Thread: the acceptor (or the simulator's run). Hot path: newBlocks() is O(log prompt blocks) table reads;
+// add() and free() O(prompt blocks), each hash's count in the worker's open-addressing table (hash-int-map.ts).
+import { HashIntMap } from './hash-int-map.ts';
 
 interface Active {
   slot: number;
@@ -26,14 +28,15 @@ export function dynamoNewTokens(isl: number, overlapBlocks: number, blockSize: n
 }
 
 export class DynamoSequences {
-  private readonly unique: Array<Map<number, number>>;
+  /** Per worker: active block hash → how many of its active requests hold it. */
+  private readonly unique: HashIntMap[];
   private readonly prefillTokens: Float64Array;
   /** Bumped when a worker is reset, so requests routed before it free nothing afterwards. */
   private readonly generation: Int32Array;
   private readonly active = new Map<object, Active>();
 
   constructor(slots: number) {
-    this.unique = Array.from({ length: slots }, () => new Map<number, number>());
+    this.unique = Array.from({ length: slots }, () => new HashIntMap());
     this.prefillTokens = new Float64Array(slots);
     this.generation = new Int32Array(slots);
   }
@@ -60,7 +63,7 @@ export class DynamoSequences {
     let hi = hashes.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (u.has(hashes[mid]!)) lo = mid + 1;
+      if (u.get(hashes[mid]!) >= 0) lo = mid + 1;
       else hi = mid;
     }
     return hashes.length - lo;
@@ -70,7 +73,7 @@ export class DynamoSequences {
   add(key: object, slot: number, hashes: Float64Array, prefill: number): void {
     if (this.active.has(key)) return;
     const u = this.unique[slot]!;
-    for (let i = 0; i < hashes.length; i++) u.set(hashes[i]!, (u.get(hashes[i]!) ?? 0) + 1);
+    for (let i = 0; i < hashes.length; i++) u.adjust(hashes[i]!, 1);
     this.prefillTokens[slot]! += prefill;
     this.active.set(key, { slot, generation: this.generation[slot]!, hashes, prefillTokens: prefill });
   }
@@ -91,12 +94,7 @@ export class DynamoSequences {
     this.active.delete(key);
     if (a.generation !== this.generation[a.slot]) return;
     const u = this.unique[a.slot]!;
-    for (let i = 0; i < a.hashes.length; i++) {
-      const h = a.hashes[i]!;
-      const r = (u.get(h) ?? 0) - 1;
-      if (r > 0) u.set(h, r);
-      else u.delete(h);
-    }
+    for (let i = 0; i < a.hashes.length; i++) u.adjust(a.hashes[i]!, -1);
   }
 
   /** The worker restarted or left: it has nothing active (requests routed there before free nothing). */

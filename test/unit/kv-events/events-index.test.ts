@@ -57,3 +57,23 @@ test('a second view over the same buffer (another thread) sees the writer\'s sta
   assert.equal(reader.isLive(3), true);
   assert.equal(reader.isLive(2), false);
 });
+
+test('hashes spilled past a full home bucket are found, removed and looked up after ways near home free up', () => {
+  const ix = new EventsIndex({ entries: 64, slots: 2 }); // 8 buckets: hash 3 + 8k (high word 0) has home 3
+  const h = Float64Array.from({ length: 21 }, (_, k) => 3 + 8 * k); // 8 in bucket 3, 8 in 4, 5 in 5
+  for (const b of h) assert.equal(ix.add(0, b), true);
+  for (const b of h) assert.equal(ix.holds(0, b), true, `hash ${b}`);
+  const out = new Int32Array(2);
+  assert.equal(ix.lookup(h, [0, 1], out), 21);
+  for (const b of h.subarray(0, 8)) ix.remove(0, b); // bucket 3 empties; its reach stays
+  assert.equal(ix.holds(0, h[20]!), true, 'still found two buckets past home');
+  ix.add(1, h[20]!);
+  assert.equal(ix.entries(), 13, 'a second holder joins the spilled entry, not a new way near home');
+  ix.remove(0, h[19]!);
+  assert.equal(ix.holds(0, h[19]!), false);
+  const home4 = 4 + 8 * 100; // home 4, whose bucket the spill filled: placed in the first free way from there
+  ix.add(1, home4);
+  assert.equal(ix.holds(1, home4), true);
+  assert.equal(ix.lookup(h.subarray(8), [0, 1], out), 11);
+  assert.deepEqual([...out], [11, 0]);
+});
