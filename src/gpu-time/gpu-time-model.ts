@@ -40,6 +40,13 @@ export const LONG_PROMPT_FACTOR = 1.25;
 const MIN_RATE_SAMPLE_WORK = 256;
 /** Streams shorter than this give no decode-step sample (too few gaps to average the step noise). */
 const MIN_DECODE_SAMPLE_TOKENS = 8;
+/**
+ * A stream whose span was mostly prefill (by the fluid's account) gives no decode-step sample: the step is what
+ * is left after subtracting the prefill estimate, so its error is that estimate's error × share / (1 − share),
+ * and the estimate itself drains at the learned step (a sample that mostly echoes the step it was computed
+ * with). At a share of 0.5 a 10 % error in the prefill estimate is a 10 % error in the step.
+ */
+export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
 /** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
 const MEAN_PROMPT_ALPHA = 0.05;
 
@@ -104,9 +111,8 @@ export class GpuTimeModel {
   /** Prefill work arriving: a sum decaying with ARRIVAL_WINDOW_MS, and when it was last decayed. */
   private readonly arrivals: Float64Array;
   private readonly arrivalsAt: Float64Array;
-  /** Cumulative work dispatched, and cumulative work whose first token came back, per slot. */
+  /** Cumulative work dispatched per slot; less the fluid backlog, the work prefilled so far (doneWork). */
   private readonly dispatchedWork: Float64Array;
-  private readonly prefilledWork: Float64Array;
   /** This model's raw prefill tokens in flight before their first token (the ledger's share that is ours). */
   private readonly ownPrefill: Float64Array;
   /** The same requests' equivalent prefill work. */
@@ -124,7 +130,6 @@ export class GpuTimeModel {
     this.arrivals = new Float64Array(slots);
     this.arrivalsAt = new Float64Array(slots);
     this.dispatchedWork = new Float64Array(slots);
-    this.prefilledWork = new Float64Array(slots);
     this.ownPrefill = new Float64Array(slots);
     this.ownPrefillWork = new Float64Array(slots);
     this.reconfigure(pools);
@@ -238,7 +243,10 @@ export class GpuTimeModel {
     // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
     const joining = inflight - ledgerRunning;
     out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
-    let rho = out.rhoArriving + out.rhoOwn;
+    // Its own prefill runs before its own first token: it stalls only the sequences decoding (or about to)
+    // there. On a replica with none it costs no one's TPOT; counting it there made an idle replica look
+    // TPOT-bound to a long prompt, which admission then shed though that replica could serve it.
+    let rho = out.rhoArriving + (batch + (joining > 0 ? joining : 0) > 0 ? out.rhoOwn : 0);
     if (rho > RHO_CAP) rho = RHO_CAP;
     out.rho = rho;
     out.tpotMs = out.stepMs / (1 - rho);
@@ -302,7 +310,6 @@ export class GpuTimeModel {
     const now = this.fleet.nowMs();
     d.gpuPrefilled = true;
     this.release(slot, req, d, fig.blockSize);
-    this.prefilledWork[slot]! += d.gpuOwnWork;
     // Everything dispatched there before this request has been prefilled: at most what came after remains.
     this.advance(slot, now);
     const after = this.dispatchedWork[slot]! - d.gpuWorkMark;
@@ -314,7 +321,7 @@ export class GpuTimeModel {
     const lr = this.fleet.ledger.get(slot, LEDGER_RUNNING);
     d.gpuFirstBatch = fresh && st.running > lr ? st.running : lr;
     d.gpuFirstKv = st.usedBlocks * fig.blockSize;
-    d.gpuFirstDone = this.prefilledWork[slot]!;
+    d.gpuFirstDone = this.doneWork(slot, now);
     if (!Number.isNaN(d.gpuTtftMs)) {
       this.metrics?.ttftPrediction(req.poolId, d.gpuTtftMs, ttftMs);
       if (d.gpuWorkAhead >= MIN_RATE_SAMPLE_WORK) {
@@ -325,8 +332,9 @@ export class GpuTimeModel {
 
   /**
    * The attempt ended having streamed `outputTokens`. A stream that saw its first token gives a decode-step
-   * sample: its time between first and last token, less the prefill the replica did meanwhile, over its gaps,
-   * at the mean of the batch and KV seen at both ends.
+   * sample: its time between first and last token, less the prefill the replica did meanwhile (doneWork, the
+   * chunks of prefills still under way included), over its gaps, at the mean of the batch and KV seen at both
+   * ends; none when that prefill was over MAX_SAMPLE_PREFILL_SHARE of the span.
    */
   ended(slot: number, req: RouteRequest, d: Decision, outputTokens: number): void {
     const pool = this.pools.get(req.poolId);
@@ -341,8 +349,10 @@ export class GpuTimeModel {
     if (outputTokens < MIN_DECODE_SAMPLE_TOKENS) return;
     const now = this.fleet.nowMs();
     const rate = this.rates.rate(slot, fig.prefillTokensPerMs);
-    const prefillMs = (this.prefilledWork[slot]! - d.gpuFirstDone) / rate;
-    const stepMs = (now - d.gpuFirstAtMs - prefillMs) / (outputTokens - 1);
+    const prefillMs = (this.doneWork(slot, now) - d.gpuFirstDone) / rate;
+    const spanMs = now - d.gpuFirstAtMs;
+    if (prefillMs > MAX_SAMPLE_PREFILL_SHARE * spanMs) return;
+    const stepMs = (spanMs - prefillMs) / (outputTokens - 1);
     const st = this.st;
     const fresh = this.kv.read(slot, st);
     const lr = this.fleet.ledger.get(slot, LEDGER_RUNNING);
@@ -380,6 +390,17 @@ export class GpuTimeModel {
       this.backlogAt[slot] = now;
     }
     return b;
+  }
+
+  /**
+   * Work prefilled there so far by the fluid's account: dispatched less still queued. Unlike counting work
+   * at its first token, it includes the chunks of a prefill still under way: a stream that ends inside a
+   * 100k-token prefill has had every step carry a chunk of it, and a decode-step sample that did not
+   * subtract them would teach the replica a step several times its own (then every request there looks
+   * TPOT-bound and admission sheds what that idle replica could serve).
+   */
+  private doneWork(slot: number, now: number): number {
+    return this.dispatchedWork[slot]! - this.advance(slot, now);
   }
 
   private arrivalsNow(slot: number, now: number): number {

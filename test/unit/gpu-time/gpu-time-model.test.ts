@@ -47,10 +47,10 @@ void test('hand-worked: an idle replica, then three requests queued ahead', () =
   const own = work(0, 1208);
   // One step at batch 1 carries the whole prompt (1,235 < 2,048 tokens): its prefill plus the decode part.
   assert.ok(Math.abs(p.ttftMs - (own / 12 + step(1, 0))) < 1e-9, String(p.ttftMs));
-  // TPOT once it joins: the step at batch 1 over its 82 blocks, over 1 − ρ (its own prefill in the 8 s window).
-  const rho = own / (12 * ARRIVAL_WINDOW_MS);
-  assert.ok(Math.abs(p.rho - rho) < 1e-12);
-  assert.ok(Math.abs(p.tpotMs - step(1, 82 * 16) / (1 - rho)) < 1e-9, String(p.tpotMs));
+  // TPOT once it joins: the step at batch 1 over its 82 blocks. Nothing decodes there, so its own prefill
+  // (before its first token) stalls no one: ρ is 0.
+  assert.equal(p.rho, 0);
+  assert.ok(Math.abs(p.tpotMs - step(1, 82 * 16)) < 1e-9, String(p.tpotMs));
 
   for (let i = 0; i < 3; i++) dispatch(model, fleet, 0, 1208);
   const q = model.predict(req, 0, 0, new GpuPrediction());
@@ -189,4 +189,73 @@ void test('the model learns a perturbed replica from its first tokens and stream
   near(model.decode.stepMs(0, fig, 60, 100_000), trueStep(60, 100_000), 0.03, 'a step at batch 60');
   errors.sort((a, b) => a - b);
   assert.ok(errors[errors.length >> 1]! < 0.05, `median TTFT error ${errors[errors.length >> 1]}`);
+});
+
+void test('its own prefill counts against TPOT only where a batch decodes: a long prompt fits an idle replica', () => {
+  const fleet = new FixtureFleet(['a', 'b']);
+  fleet.rows[0]!.numGpuBlocks = fleet.rows[1]!.numGpuBlocks = 30_000;
+  fleet.rows[1]!.running = 3;
+  const model = new GpuTimeModel(cfg.pools, fleet, 5000);
+  const req = request(hashes(2500, 3), { promptTokens: 40_000 });
+  const idle = model.predict(req, 0, 0, new GpuPrediction());
+  const busy = model.predict(req, 1, 0, new GpuPrediction());
+  // 40,000 tokens are ~5.8 s of prefill: over the window's 25 % cap, so ρ own is the cap on the busy replica.
+  assert.equal(busy.rhoOwn, 0.25);
+  assert.equal(idle.rho, 0);
+  assert.ok(Math.abs(idle.tpotMs - step(1, 2500 * 16 + Math.ceil(100 / 16) * 16)) < 1e-9, String(idle.tpotMs));
+  assert.ok(Math.abs(busy.tpotMs - busy.stepMs / 0.75) < 1e-9, String(busy.tpotMs));
+  // Admission's TPOT limit is 0.6 × 50 ms: the idle replica passes, the one with a batch to stall does not.
+  assert.ok(idle.tpotMs < 30 && busy.tpotMs > 16, `${idle.tpotMs} / ${busy.tpotMs}`);
+});
+
+void test('decode samples subtract the prefill under way: streams inside a 100k-token prefill do not teach a slow step', () => {
+  const fleet = new FixtureFleet(['a']);
+  fleet.rows[0]!.numGpuBlocks = 30_000;
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  const fig = model.figures('8b')!;
+  const send = (req: ReturnType<typeof request>): { d: Decision; e: ReturnType<typeof fleet.ledger.dispatch> } => {
+    const p = model.predict(req, 0, 0, new GpuPrediction());
+    const d = new Decision();
+    d.slot = 0;
+    d.gpuTtftMs = p.ttftMs;
+    d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
+    d.gpuWorkAhead = p.workAhead;
+    d.gpuOwnWork = p.ownWork;
+    const e = fleet.ledger.dispatch(0, req.promptTokens, 100, 16);
+    model.dispatched(0, req, d);
+    return { d, e };
+  };
+  for (let i = 0; i < 40; i++) {
+    Object.assign(fleet.rows[0]!, { running: 0, kvUsage: 0, lastGoodScrapeMs: fleet.now });
+    // A short stream starts, then a 100k-token prompt arrives behind it.
+    const short = request(hashes(31, 7000 + i), { promptTokens: 500 });
+    const s = send(short);
+    const shortTtft = step(1, 0) + work(0, 500) / 12;
+    fleet.now += shortTtft;
+    fleet.ledger.firstToken(s.e);
+    model.firstToken(0, short, s.d, shortTtft, true);
+    Object.assign(fleet.rows[0]!, { running: 1, lastGoodScrapeMs: fleet.now });
+    const long = request(hashes(6250, 9000 + i), { promptTokens: 100_000 });
+    const l = send(long);
+    // Every step of the short stream now carries a 2,047-token chunk of the long prompt (~170 ms each); its
+    // 100 tokens end long before the long prompt's first token (~24 s of prefill).
+    const during = 99 * (step(2, 0) + 2047 / 12);
+    fleet.now += during;
+    fleet.ledger.tokens(s.e, 100);
+    fleet.ledger.end(s.e);
+    model.ended(0, short, s.d, 100);
+    // The rest of the long prompt alone: full 2,048-token chunks at batch 1.
+    const rest = work(0, 100_000) - 99 * 2047;
+    const after = Math.ceil(rest / 2048) * step(1, 0) + rest / 12;
+    fleet.now += after;
+    const longTtft = during + after;
+    fleet.ledger.firstToken(l.e);
+    model.firstToken(0, long, l.d, longTtft, true);
+    fleet.ledger.end(l.e);
+    model.ended(0, long, l.d, 1);
+    fleet.now += 1000;
+  }
+  // Counting only prefills whose first token came back, each sample would be ~180 ms.
+  const learned = model.decode.stepMs(0, fig, 1.5, 0);
+  assert.ok(Math.abs(learned - step(1.5, 0)) < 0.25 * step(1.5, 0), `learned step ${learned} against ${step(1.5, 0)}`);
 });
