@@ -13,13 +13,14 @@
 // least 6 admitted, 90 % of them with a first token within 600 ms; no preemption.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../../src/config/load.ts';
 import { startFleet, type Fleet } from '../../test/mock-replica/fleet.ts';
 import { freePort } from '../harness/processes.ts';
+import { cpuMicros } from '../load/proc-cpu.ts';
 import { startGatewayFromFile, type GatewayProcess } from '../harness/gateway-process.ts';
 import type { BenchScenario } from '../types.ts';
 
@@ -37,6 +38,8 @@ interface Answer {
   answerMs: number;
   /** Send → first content delta; NaN when none. */
   firstTokenMs: number;
+  /** When the answer's head came (performance.now()). */
+  headAt: number;
 }
 
 /**
@@ -81,13 +84,13 @@ async function stream(url: string, payload: string): Promise<Answer> {
     } catch {
       code = null;
     }
-    return { status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : null, code, answerMs, firstTokenMs: Number.NaN };
+    return { status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : null, code, answerMs, firstTokenMs: Number.NaN, headAt: sent + answerMs };
   }
   let firstTokenMs = Number.NaN;
   for await (const chunk of res) {
     if (Number.isNaN(firstTokenMs) && /"content":"[^"]/.test((chunk as Buffer).toString())) firstTokenMs = performance.now() - sent;
   }
-  return { status: 200, retryAfter: null, code: null, answerMs, firstTokenMs };
+  return { status: 200, retryAfter: null, code: null, answerMs, firstTokenMs, headAt: sent + answerMs };
 }
 
 /**
@@ -132,13 +135,30 @@ const overloadDemo: BenchScenario = async (argv) => {
     // One request first, so that the tokenizer and a connection are warm (the demo has been up a while).
     await stream(gateway.url, body(-1, 4));
     const payloads = Array.from({ length: nStreams }, (_, i) => body(i, maxTokens));
-    const answers = await Promise.all(payloads.map((p) => stream(gateway!.url, p)));
+    const eightB = fleet.replicas.filter((x) => pool.replicas.some((p) => p.id === x.id));
+    // CPU while the burst is answered (until the last 429's head): what the 429s cost, apart from the wall
+    // clock of a machine shared with other jobs. One /proc read of the gateway per 429 (10 ms ticks).
+    const load1 = loadavg()[0]!;
+    const gatewayPid = [gateway.proc.pid];
+    const gatewayCpu0 = cpuMicros(gatewayPid, false);
+    const clientCpu0 = process.cpuUsage();
+    let lastHeadAt = 0;
+    let cpuAtLastShed: [number, number] = [0, 0];
+    const burstAt = performance.now();
+    const answers = await Promise.all(payloads.map((p) => stream(gateway!.url, p).then((a) => {
+      if (a.headAt > lastHeadAt && a.status !== 200) {
+        lastHeadAt = a.headAt;
+        const c = process.cpuUsage(clientCpu0);
+        cpuAtLastShed = [cpuMicros(gatewayPid, false) - gatewayCpu0, c.user + c.system];
+      }
+      return a;
+    })));
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
     const shedAt = (when: string): number => Number(new RegExp(`^gateway_admission_sheds_total\\{pool="${POOL}",when="${when}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
     const errSum = Number(new RegExp(`^gateway_ttft_prediction_error_ratio_sum\\{pool="${POOL}"\\} ([0-9.e+-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
     const errCount = Number(new RegExp(`^gateway_ttft_prediction_error_ratio_count\\{pool="${POOL}"\\} ([0-9.e+-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
     let preemptions = 0;
-    for (const r of fleet.replicas.filter((x) => pool.replicas.some((p) => p.id === x.id))) {
+    for (const r of eightB) {
       preemptions += ((await (await fetch(`${r.url}/_mock/state`)).json()) as { preemptions: number }).preemptions;
     }
 
@@ -169,6 +189,8 @@ const overloadDemo: BenchScenario = async (argv) => {
         ['sheds after queueing', shedAt('queued')],
         ['429 answer ms p50 / p90 / max', `${quantile(shed.map((a) => a.answerMs), 0.5).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 0.9).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 1).toFixed(1)}`],
         ['429 within 100 ms', `${shedFast} of ${shed.length}`],
+        ['until the last 429 (ms): wall / CPU of the gateway / of this client', `${(lastHeadAt - burstAt).toFixed(0)} / ${(cpuAtLastShed[0] / 1000).toFixed(0)} / ${(cpuAtLastShed[1] / 1000).toFixed(0)}`],
+        ['load average (1 min) before the burst, on 2 cores', load1.toFixed(1)],
         ['Retry-After values (s)', [...new Set(shed.map((a) => a.retryAfter))].join(', ')],
         ['admitted first token ms p50 / p90 / max', `${quantile(firstTokens, 0.5).toFixed(0)} / ${quantile(firstTokens, 0.9).toFixed(0)} / ${quantile(firstTokens, 1).toFixed(0)}`],
         ['admitted first token within 600 ms', `${onTime} of ${admitted.length}`],
