@@ -74,6 +74,14 @@ export class GpuPrediction {
   rhoOwn = 0;
   tpotMs = 0;
   inflight = 0;
+  /**
+   * Nothing there the gateway cannot see: no sequence decoding (so no decode step in progress of unseen
+   * length) and all the prefill ahead is what this model dispatched itself (no other thread's, no other
+   * gateway's waiting requests). The TTFT is then exact but for the prefill rate and `fillMs`.
+   */
+  seenWhole = false;
+  /** The most that later arrivals can add: the rest of its last step's token budget, filled with their chunks. */
+  fillMs = 0;
 }
 
 class PoolState {
@@ -203,15 +211,22 @@ export class GpuTimeModel {
     const mine = this.ownPrefill[slot]!;
     const cap = mine > 0 ? (ledgerPrefill < mine ? ledgerPrefill : mine) * (this.ownPrefillWork[slot]! / mine) : 0;
     if (ahead > cap) ahead = this.backlog[slot] = cap;
-    if (ledgerPrefill > mine) ahead += ledgerPrefill - mine;
+    let unseen = ledgerPrefill > mine;
+    if (unseen) ahead += ledgerPrefill - mine;
     // Waiting requests no gateway thread here accounts for (other gateways): the pool's mean prompt each.
-    const unaccounted = st.waiting - (inflight - ledgerRunning);
+    const joining = inflight - ledgerRunning;
+    const unaccounted = st.waiting - joining;
     if (fresh && unaccounted > 0) {
       const mean = Number.isNaN(pool.meanPromptTokens) ? req.promptTokens : pool.meanPromptTokens;
       ahead += unaccounted * fig.work(0, mean);
+      unseen = true;
     }
     const work = ahead + own;
     const steps = Math.ceil(work / chunk);
+    // The scrape's running count includes our requests still prefilling (joining): beyond them, something decodes.
+    out.seenWhole = !unseen && batch <= (joining > 0 ? joining : 0);
+    const lastPart = work - (steps - 1) * chunk;
+    out.fillMs = lastPart < chunk ? (chunk - lastPart) / rate : 0;
     const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
     out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
     out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
@@ -236,7 +251,6 @@ export class GpuTimeModel {
     const ownSteps = Math.ceil(own / chunk);
     out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.residualMs + out.adapterMs;
     // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
-    const joining = inflight - ledgerRunning;
     out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
     let rho = out.rhoArriving + out.rhoOwn;
     if (rho > RHO_CAP) rho = RHO_CAP;
