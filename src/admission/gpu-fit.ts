@@ -8,8 +8,9 @@
 //              where nothing is queued ahead of it; once queued, the budget left is the limit
 //              or, where the model sees everything there (GpuPrediction.seenWhole: nothing decoding, all the
 //              prefill ahead its own dispatches), when its worst case fits the budget itself: CERTAIN_SLACK ×
-//              (prefill ahead and own / rate + the steps they ride in + adapter load + what later arrivals can
-//              add to its last step) ≤ budget. The margin is for what the gateway cannot see (the decode step
+//              GpuPrediction.worstTtftMs (all our prefill there not yet answered counted whole, however much
+//              the fluid has drained, its last step filled by later chunks) ≤ budget. The margin is for what
+//              the gateway cannot see (the decode step
 //              in progress, other gateways' work, later chunks sharing its last step: the seed mix's error);
 //              with none of it, holding a request to half its budget only sheds what the replica would serve
 //              in time: on an idle demo replica a second 1,500-token prompt (~280 ms, 360 ms at worst) was
@@ -51,7 +52,7 @@ export class GpuFit {
         this.waitMs = 0;
         return true;
       }
-      if (p.seenWhole && CERTAIN_SLACK * (p.prefillMs + p.stepsMs + p.adapterMs + p.fillMs) <= budget) {
+      if (p.seenWhole && CERTAIN_SLACK * p.worstTtftMs <= budget) {
         this.certain = true;
         this.waitMs = 0;
         return true;

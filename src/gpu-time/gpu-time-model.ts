@@ -80,8 +80,12 @@ export class GpuPrediction {
    * gateway's waiting requests). The TTFT is then exact but for the prefill rate and `fillMs`.
    */
   seenWhole = false;
-  /** The most that later arrivals can add: the rest of its last step's token budget, filled with their chunks. */
-  fillMs = 0;
+  /**
+   * Its TTFT at worst when seenWhole: every prefill of ours there not yet answered by a first token counted
+   * whole (none of it done, whatever the fluid says: the engine may not have started on what we sent), then
+   * its own, in steps of the token budget, its last step filled by later arrivals' chunks, plus adapter load.
+   */
+  worstTtftMs = 0;
 }
 
 class PoolState {
@@ -225,8 +229,6 @@ export class GpuTimeModel {
     const steps = Math.ceil(work / chunk);
     // The scrape's running count includes our requests still prefilling (joining): beyond them, something decodes.
     out.seenWhole = !unseen && batch <= (joining > 0 ? joining : 0);
-    const lastPart = work - (steps - 1) * chunk;
-    out.fillMs = lastPart < chunk ? (chunk - lastPart) / rate : 0;
     const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
     out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
     out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
@@ -248,6 +250,10 @@ export class GpuTimeModel {
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
     out.residualMs = batch > 0 || ahead > 0 ? (0.5 * step) / (1 - busyRho) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
+    const worstWork = this.ownPrefillWork[slot]! + own;
+    const worstSteps = Math.ceil(worstWork / chunk);
+    // Each of its steps at worst a full token budget of prefill (its last one topped up by later chunks).
+    out.worstTtftMs = (worstSteps > 0 ? worstSteps : 1) * (chunk / rate + step) + out.adapterMs;
     const ownSteps = Math.ceil(own / chunk);
     out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.residualMs + out.adapterMs;
     // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
