@@ -1,24 +1,33 @@
-// `npm run bench -- overload-demo [--replicas 4] [--streams 60] [--max-tokens 32] [--policy kv-aware]`
-// Question: on a demo-like fleet under a burst it cannot serve, does the gateway admit only what it can start
-// within the TTFT SLO and answer the rest at once? Setup: `--replicas` mock replicas of the 8B A100 profile in
-// real time, each its own process, and the gateway as its own process (the demo's 8B pool settings, the
-// given policy, the schema's admission defaults). Load: `--streams` concurrent streaming chat requests, each a
-// distinct ~1,500-token prompt, `max_tokens` fixed with ignore_eos. Measured at the client: each answer's
-// status and Retry-After, a 429's answer time (send → response), an admitted stream's first content token;
-// from the gateway's /metrics the sheds decided at arrival; from each replica's /_mock/state its preemptions.
+// `npm run bench -- overload-demo [--streams 60] [--max-tokens 32] [--config config/demo.yaml]`
+// Question: on the demo fleet under a burst it cannot serve, does the gateway admit only what it can start
+// within the TTFT SLO and answer the rest at once? Setup: what `npm run demo` starts, from the same file: every
+// mock replica of config/demo.yaml (its own process, the pool's profile, real time) and the gateway on that
+// config, each on a free loopback port instead of the file's (another demo may hold 8080 and 81xx). Load: the
+// first demo tenant's key (premium), `--streams` concurrent streaming chat requests to the 8B pool, each a
+// distinct ~1,500-token prompt (Llama 3 tokens, chat template included), `max_tokens` fixed with ignore_eos,
+// each on its own connection (60 independent clients). Measured at the client: each answer's status and
+// Retry-After, a 429's answer time (send → response head), an admitted stream's first content token; from the
+// gateway's /metrics the sheds decided at arrival and its TTFT prediction error; from each replica's
+// /_mock/state its preemptions.
 // Pass rule: every answer 200 or 429 server_overloaded with Retry-After; 90 % of the 429s within 100 ms; at
 // least 6 admitted, 90 % of them with a first token within 600 ms; no preemption.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { request, type IncomingMessage } from 'node:http';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { spawnMockReplica, type SpawnedReplica } from '../../test/helpers/mock-replicas.ts';
-import { startGatewayProcess } from '../harness/gateway-process.ts';
+import { loadConfigFile } from '../../src/config/load.ts';
+import { startFleet, type Fleet } from '../../test/mock-replica/fleet.ts';
+import { freePort } from '../harness/processes.ts';
+import { cpuMicros } from '../load/proc-cpu.ts';
+import { startGatewayFromFile, type GatewayProcess } from '../harness/gateway-process.ts';
 import type { BenchScenario } from '../types.ts';
 
 const MODEL = 'llama-3.1-8b-instruct';
-const API_KEY = 'sk-overload-bench';
+const POOL = '8b';
+/** config/demo.yaml's tenant alpha (premium: the 400 ms TTFT tier). */
+const API_KEY = 'sk-demo-alpha';
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 interface Answer {
@@ -29,40 +38,72 @@ interface Answer {
   answerMs: number;
   /** Send → first content delta; NaN when none. */
   firstTokenMs: number;
+  /** When the answer's head came (performance.now()). */
+  headAt: number;
 }
 
-/** ≈ 1,500 Llama 3 tokens, distinct from the first block on. */
+/**
+ * ≈ 1,500 Llama 3 tokens with the chat template (each `word-NNN` is ~3 tokens; the template's header adds ~30),
+ * distinct after the template's first two blocks, which every chat prompt shares.
+ */
 function prompt(i: number): string {
   const words = ['north', 'quarter', 'margin', 'river', 'ledger', 'harvest', 'signal', 'copper', 'engine', 'meadow'];
   const parts = [`Request ${i}: summarise these notes.`];
-  for (let k = 0; k < 700; k++) parts.push(`${words[(i * 7 + k * 3) % 10]}-${(i * 131 + k) % 997}`);
+  for (let k = 0; k < 470; k++) parts.push(`${words[(i * 7 + k * 3) % 10]}-${(i * 131 + k) % 997}`);
   return parts.join(' ');
 }
 
-async function stream(url: string, i: number, maxTokens: number): Promise<Answer> {
-  const sent = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, stream: true, max_tokens: maxTokens, ignore_eos: true, messages: [{ role: 'user', content: prompt(i) }] }),
+/** One POST on its own connection; resolves at the response head with the time since the call. */
+function post(url: string, body: string): Promise<{ res: IncomingMessage; answerMs: number; sent: number }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const sent = performance.now();
+    const req = request({
+      host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false,
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    }, (res) => resolve({ res, answerMs: performance.now() - sent, sent }));
+    req.once('error', reject);
+    req.end(body);
   });
-  const answerMs = performance.now() - sent;
-  if (res.status !== 200 || res.body === null) {
-    const text = await res.text();
+}
+
+/** The request bodies are built before the burst, so that the clock of each starts at its send. */
+function body(i: number, maxTokens: number): string {
+  return JSON.stringify({ model: MODEL, stream: true, max_tokens: maxTokens, ignore_eos: true, messages: [{ role: 'user', content: prompt(i) }] });
+}
+
+async function stream(url: string, payload: string): Promise<Answer> {
+  const { res, answerMs, sent } = await post(`${url}/v1/chat/completions`, payload);
+  const retryAfter = res.headers['retry-after'];
+  if (res.statusCode !== 200) {
+    let text = '';
+    for await (const chunk of res) text += (chunk as Buffer).toString();
     let code: string | null = null;
     try {
       code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? null;
     } catch {
       code = null;
     }
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), code, answerMs, firstTokenMs: Number.NaN };
+    return { status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : null, code, answerMs, firstTokenMs: Number.NaN, headAt: sent + answerMs };
   }
   let firstTokenMs = Number.NaN;
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body) {
-    if (Number.isNaN(firstTokenMs) && /"content":"[^"]/.test(decoder.decode(chunk as Uint8Array, { stream: true }))) firstTokenMs = performance.now() - sent;
+  for await (const chunk of res) {
+    if (Number.isNaN(firstTokenMs) && /"content":"[^"]/.test((chunk as Buffer).toString())) firstTokenMs = performance.now() - sent;
   }
-  return { status: 200, retryAfter: null, code: null, answerMs, firstTokenMs };
+  return { status: 200, retryAfter: null, code: null, answerMs, firstTokenMs, headAt: sent + answerMs };
+}
+
+/**
+ * The demo config with every replica and the gateway on a free loopback port; written next to the logs.
+ * Returns the file's path.
+ */
+async function demoConfigOnFreePorts(source: string, logDir: string): Promise<string> {
+  let text = readFileSync(source, 'utf8');
+  const urls = [...new Set(text.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [])];
+  for (const u of urls) text = text.replaceAll(`${u}"`, `http://127.0.0.1:${await freePort()}"`);
+  const path = join(logDir, 'demo.yaml');
+  writeFileSync(path, text);
+  return path;
 }
 
 function quantile(xs: number[], q: number): number {
@@ -75,32 +116,51 @@ const overloadDemo: BenchScenario = async (argv) => {
   const { values } = parseArgs({
     args: argv,
     options: {
-      replicas: { type: 'string', default: '4' }, streams: { type: 'string', default: '60' },
-      'max-tokens': { type: 'string', default: '32' }, policy: { type: 'string', default: 'kv-aware' },
+      streams: { type: 'string', default: '60' }, 'max-tokens': { type: 'string', default: '32' },
+      config: { type: 'string', default: 'config/demo.yaml' },
     },
   });
-  const nReplicas = Number(values.replicas);
   const nStreams = Number(values.streams);
   const maxTokens = Number(values['max-tokens']);
   const logDir = mkdtempSync(join(tmpdir(), 'overload-demo-'));
-  const replicas: SpawnedReplica[] = [];
-  let gateway: Awaited<ReturnType<typeof startGatewayProcess>> | null = null;
+  const configPath = await demoConfigOnFreePorts(join(repoRoot, values.config), logDir);
+  const cfg = loadConfigFile(configPath, {});
+  const pool = cfg.pools.find((p) => p.id === POOL);
+  if (pool === undefined) throw new Error(`${values.config} has no pool ${POOL}`);
+  let fleet: Fleet | null = null;
+  let gateway: GatewayProcess | null = null;
   try {
-    for (let i = 0; i < nReplicas; i++) {
-      replicas.push(await spawnMockReplica(['--profile', 'llama-8b-a100', '--model', MODEL]));
-    }
-    gateway = await startGatewayProcess({
-      repoRoot, logDir, model: MODEL, apiKey: API_KEY, policy: values.policy,
-      replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })),
-      configOverrides: { registry: { scrape_interval_ms: 100 } },
-    });
-    // One request first, so that the tokenizer and the connections are warm (the demo has been up a while).
-    await stream(gateway.url, -1, 4);
-    const answers = await Promise.all(Array.from({ length: nStreams }, (_, i) => stream(gateway!.url, i, maxTokens)));
+    fleet = await startFleet(cfg);
+    gateway = await startGatewayFromFile({ repoRoot, logDir, cpuProfDir: process.env.OVERLOAD_DEMO_CPU_PROF }, configPath);
+    // One request first, so that the tokenizer and a connection are warm (the demo has been up a while).
+    await stream(gateway.url, body(-1, 4));
+    const payloads = Array.from({ length: nStreams }, (_, i) => body(i, maxTokens));
+    const eightB = fleet.replicas.filter((x) => pool.replicas.some((p) => p.id === x.id));
+    // CPU while the burst is answered (until the last 429's head): what the 429s cost, apart from the wall
+    // clock of a machine shared with other jobs. One /proc read of the gateway per 429 (10 ms ticks).
+    const load1 = loadavg()[0]!;
+    const gatewayPid = [gateway.proc.pid];
+    const gatewayCpu0 = cpuMicros(gatewayPid, false);
+    const clientCpu0 = process.cpuUsage();
+    let lastHeadAt = 0;
+    let cpuAtLastShed: [number, number] = [0, 0];
+    const burstAt = performance.now();
+    const answers = await Promise.all(payloads.map((p) => stream(gateway!.url, p).then((a) => {
+      if (a.headAt > lastHeadAt && a.status !== 200) {
+        lastHeadAt = a.headAt;
+        const c = process.cpuUsage(clientCpu0);
+        cpuAtLastShed = [cpuMicros(gatewayPid, false) - gatewayCpu0, c.user + c.system];
+      }
+      return a;
+    })));
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
-    const shedAt = (when: string): number => Number(new RegExp(`^gateway_admission_sheds_total\\{pool="bench",when="${when}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    const shedAt = (when: string): number => Number(new RegExp(`^gateway_admission_sheds_total\\{pool="${POOL}",when="${when}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    const errSum = Number(new RegExp(`^gateway_ttft_prediction_error_ratio_sum\\{pool="${POOL}"\\} ([0-9.e+-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+    const errCount = Number(new RegExp(`^gateway_ttft_prediction_error_ratio_count\\{pool="${POOL}"\\} ([0-9.e+-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
     let preemptions = 0;
-    for (const r of replicas) preemptions += ((await (await fetch(`${r.url}/_mock/state`)).json()) as { preemptions: number }).preemptions;
+    for (const r of eightB) {
+      preemptions += ((await (await fetch(`${r.url}/_mock/state`)).json()) as { preemptions: number }).preemptions;
+    }
 
     const admitted = answers.filter((a) => a.status === 200);
     const shed = answers.filter((a) => a.status === 429);
@@ -109,6 +169,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     const shedFast = shed.filter((a) => a.answerMs <= 100).length;
     const firstTokens = admitted.map((a) => a.firstTokenMs);
     const onTime = firstTokens.filter((ms) => ms <= 600).length;
+    const slo = cfg.admission.ttft_ms_by_tier.premium;
     const checks: Array<[string, boolean]> = [
       ['every answer 200 or 429 server_overloaded with Retry-After', other.length === 0 && shedOk.length === shed.length],
       ['90 % of the 429s within 100 ms', shedFast >= 0.9 * shed.length],
@@ -118,7 +179,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     ];
     const failedChecks = checks.filter(([, ok]) => !ok).map(([name]) => name);
     return {
-      title: `${nStreams} concurrent distinct ~1,500-token streams to ${nReplicas} real-time 8B mock replicas (${values.policy}, admission in GPU time)`,
+      title: `${nStreams} concurrent distinct ~1,500-token streams to the demo fleet's ${pool.replicas.length} real-time 8B mock replicas (${values.config}: ${cfg.routing.policy}, admission in GPU time)`,
       columns: ['figure', 'value'],
       rows: [
         ['admitted (200)', admitted.length],
@@ -128,14 +189,18 @@ const overloadDemo: BenchScenario = async (argv) => {
         ['sheds after queueing', shedAt('queued')],
         ['429 answer ms p50 / p90 / max', `${quantile(shed.map((a) => a.answerMs), 0.5).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 0.9).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 1).toFixed(1)}`],
         ['429 within 100 ms', `${shedFast} of ${shed.length}`],
+        ['until the last 429 (ms): wall / CPU of the gateway / of this client', `${(lastHeadAt - burstAt).toFixed(0)} / ${(cpuAtLastShed[0] / 1000).toFixed(0)} / ${(cpuAtLastShed[1] / 1000).toFixed(0)}`],
+        ['load average (1 min) before the burst, on 2 cores', load1.toFixed(1)],
         ['Retry-After values (s)', [...new Set(shed.map((a) => a.retryAfter))].join(', ')],
         ['admitted first token ms p50 / p90 / max', `${quantile(firstTokens, 0.5).toFixed(0)} / ${quantile(firstTokens, 0.9).toFixed(0)} / ${quantile(firstTokens, 1).toFixed(0)}`],
         ['admitted first token within 600 ms', `${onTime} of ${admitted.length}`],
-        ['preemptions (all replicas)', preemptions],
+        [`admitted first token within the tier's TTFT (${slo} ms): met its SLO`, `${firstTokens.filter((ms) => ms <= slo).length} of ${admitted.length}`],
+        ['preemptions (8B replicas)', preemptions],
+        ['TTFT prediction error (gateway_ttft_prediction_error_ratio): mean over first tokens', `${(errSum / errCount).toFixed(3)} over ${errCount}`],
         ...checks.map(([name, ok]): [string, string] => [`check: ${name}`, ok ? 'met' : 'MISSED']),
       ],
       notes: [
-        `Command: npm run bench -- overload-demo --replicas ${nReplicas} --streams ${nStreams} --max-tokens ${maxTokens} --policy ${values.policy}`,
+        `Command: npm run bench -- overload-demo --streams ${nStreams} --max-tokens ${maxTokens} --config ${values.config}`,
         'Times are wall-clock at the client on this machine: on a machine shared with other jobs the gateway\'s tokenizing and the replicas\' event loops add to them.',
       ],
       extra: { answers },
@@ -143,7 +208,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     };
   } finally {
     await gateway?.stop();
-    await Promise.all(replicas.map((r) => r.kill()));
+    await fleet?.stop();
   }
 };
 

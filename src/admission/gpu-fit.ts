@@ -6,6 +6,15 @@
 //              limit = max(ttft_margin × budget, 1.05 × own), own being the request's TTFT there with nothing
 //              queued ahead (ttftLimitMs): a request whose own prefill takes most of its budget is served
 //              where nothing is queued ahead of it; once queued, the budget left is the limit
+//              or, where the model sees everything there (GpuPrediction.seenWhole: nothing decoding, all the
+//              prefill ahead its own dispatches), when its worst case fits the budget itself: CERTAIN_SLACK ×
+//              GpuPrediction.worstTtftMs (all our prefill there not yet answered counted whole, however much
+//              the fluid has drained, its last step filled by later chunks) ≤ budget. The margin is for what
+//              the gateway cannot see (the decode step
+//              in progress, other gateways' work, later chunks sharing its last step: the seed mix's error);
+//              with none of it, holding a request to half its budget only sheds what the replica would serve
+//              in time: on an idle demo replica a second 1,500-token prompt (~280 ms, 360 ms at worst) was
+//              shed against a 200 ms limit.
 //   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed); Infinity when never
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
 import { GpuPrediction, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
@@ -13,8 +22,13 @@ import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 
 
+/** The worst case's allowance for the learned prefill rate's error (its median holds within ~5 %). */
+export const CERTAIN_SLACK = 1.05;
+
 export class GpuFit {
   readonly p = new GpuPrediction();
+  /** The last judge() admitted by the worst case (seenWhole), not by the margin: the router's margin-bound fit may disagree. */
+  certain = false;
   /** The last judge(): TTFT limit and TPOT limit used (ms), and the model's wait until it would fit. */
   limitMs = 0;
   tpotLimitMs = 0;
@@ -24,6 +38,7 @@ export class GpuFit {
   judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
     const fig = gpu.figures(req.poolId);
     const p = gpu.predict(req, slot, cachedBlocks, this.p);
+    this.certain = false;
     if (fig === undefined || Number.isNaN(p.ttftMs)) {
       this.waitMs = 0;
       return true;
@@ -32,9 +47,16 @@ export class GpuFit {
     const limit = waitedMs === 0 || budget > p.ownTtftMs ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
     this.limitMs = limit;
     this.tpotLimitMs = tpotMargin * fig.tpotTargetMs;
-    if (p.ttftMs <= limit && p.tpotMs <= this.tpotLimitMs) {
-      this.waitMs = 0;
-      return true;
+    if (p.tpotMs <= this.tpotLimitMs) {
+      if (p.ttftMs <= limit) {
+        this.waitMs = 0;
+        return true;
+      }
+      if (p.seenWhole && CERTAIN_SLACK * p.worstTtftMs <= budget) {
+        this.certain = true;
+        this.waitMs = 0;
+        return true;
+      }
     }
     this.waitMs = gpu.waitMs(p, limit, this.tpotLimitMs);
     return false;

@@ -6,7 +6,8 @@
 //         gateway's requests in flight there; and, its row fresh, room for `need` beyond its own headroom:
 //         a replica failing either is excluded and the router asked again), the GPU-time model expects it
 //         to start there within its tier's TTFT without pushing the batch past the TPOT target
-//         (gpu-fit.ts), AND room ≥ need; otherwise
+//         (gpu-fit.ts), AND room ≥ need (the policy's least bad choice too, when the model sees everything
+//         there and its worst case meets the budget: gpu-fit.ts); otherwise
 //   queue, ordered by deadline (deadline.ts), only when the predicted wait plus the TTFT after it still
 //         meets the budget;
 //   shed  (429 server_overloaded, Retry-After = the predicted time until it would fit) at arrival otherwise,
@@ -130,9 +131,11 @@ export class PoolAdmission {
     if (judged !== undefined) {
       t.needTokens = needOf(req, judged.decision.cachedBlocks);
       gpuOk = gf.judge(deps.gpu, r, judged.slot, judged.decision.cachedBlocks, tierMs, 0, cfg.ttft_margin, cfg.tpot_margin);
-      if (fit.ok && gpuOk && room >= t.needTokens) {
-        gf.record(fit.decision);
-        this.admit(t, fit, 0);
+      // The policy's least bad choice is taken when its worst case fits the budget (gf.certain): the policy
+      // held it to the margin, which is for what the model cannot see there, and there is none of it.
+      if ((fit.ok || gf.certain) && gpuOk && room >= t.needTokens) {
+        gf.record(judged.decision);
+        this.admit(t, judged, 0);
         return t;
       }
     }
@@ -232,19 +235,17 @@ export class PoolAdmission {
         before += e.needTokens;
         continue;
       }
-      const fit = this.routeFitting(e.req);
+      const routed = this.routeFitting(e.req);
       const cfg = this.deps.cfg;
-      if (fit.ok && !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin)) {
-        room -= e.needTokens;
-        before += e.needTokens;
+      if (!routed.ok && routed.reason !== 'full') {
+        this.dequeue(e);
+        this.settle(e, { kind: 'unroutable', reason: routed.reason, queuedMs: now - e.arrivedMs });
         continue;
       }
-      if (!fit.ok) {
-        if (fit.reason !== 'full') {
-          this.dequeue(e);
-          this.settle(e, { kind: 'unroutable', reason: fit.reason, queuedMs: now - e.arrivedMs });
-          continue;
-        }
+      // As at arrival: the policy's choice when it fits, its least bad one when the worst case fits there.
+      const fit = routed.ok ? routed : routed.best;
+      if (fit === undefined || !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin) ||
+        (!routed.ok && !this.fit.certain)) {
         room -= e.needTokens;
         before += e.needTokens;
         continue;

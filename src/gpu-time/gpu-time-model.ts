@@ -23,8 +23,12 @@ import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_
 import { KvEstimator, KvState } from '../router/kv-estimate.ts';
 import type { Decision, FleetView, RouteRequest } from '../router/types.ts';
 import { DecodeFit } from './decode-fit.ts';
+import { GpuPrediction } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
+
+/** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
+export { GpuPrediction };
 
 /** Time constant of the arriving-prefill sum: about one stream's life (300 tokens at 20-40 ms). */
 export const ARRIVAL_WINDOW_MS = 8000;
@@ -49,39 +53,6 @@ const MIN_DECODE_SAMPLE_TOKENS = 8;
 export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
 /** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
 const MEAN_PROMPT_ALPHA = 0.05;
-
-/** One candidate's prediction, written by predict() into a caller-owned object. */
-export class GpuPrediction {
-  fresh = false;
-  /** Sequences decoding now (scrape or ledger, the larger). */
-  batch = 0;
-  /** KV: blocks in use now (KvEstimator), the pool size (NaN unknown), and use after this request (0-1). */
-  usedBlocks = 0;
-  totalBlocks = Number.NaN;
-  kvAfter = Number.NaN;
-  /** Equivalent prefill tokens ahead of this request's first token, its own included; and its own. */
-  workAhead = 0;
-  ownWork = 0;
-  /** Prefill rate used, tokens per ms. */
-  rate = 0;
-  /** TTFT parts: prefill work / rate, and the decode steps the prefill rides in. */
-  prefillMs = 0;
-  stepsMs = 0;
-  /** What is left of the step in progress when the request arrives (0 on an idle replica). */
-  residualMs = 0;
-  adapterMs = 0;
-  ttftMs = 0;
-  /** TTFT with nothing queued ahead: its own prefill, its steps and the adapter load. */
-  ownTtftMs = 0;
-  /** Decode step once this request and those prefilling there join the batch, and ρ with this request. */
-  stepMs = 0;
-  rho = 0;
-  /** ρ's parts before the cap: the prefill arriving there, and this request's own (capped at OWN_RHO_CAP). */
-  rhoArriving = 0;
-  rhoOwn = 0;
-  tpotMs = 0;
-  inflight = 0;
-}
 
 class PoolState {
   fig: PoolFigures;
@@ -208,15 +179,20 @@ export class GpuTimeModel {
     const mine = this.ownPrefill[slot]!;
     const cap = mine > 0 ? (ledgerPrefill < mine ? ledgerPrefill : mine) * (this.ownPrefillWork[slot]! / mine) : 0;
     if (ahead > cap) ahead = this.backlog[slot] = cap;
-    if (ledgerPrefill > mine) ahead += ledgerPrefill - mine;
+    let unseen = ledgerPrefill > mine;
+    if (unseen) ahead += ledgerPrefill - mine;
     // Waiting requests no gateway thread here accounts for (other gateways): the pool's mean prompt each.
-    const unaccounted = st.waiting - (inflight - ledgerRunning);
+    const joining = inflight - ledgerRunning;
+    const unaccounted = st.waiting - joining;
     if (fresh && unaccounted > 0) {
       const mean = Number.isNaN(pool.meanPromptTokens) ? req.promptTokens : pool.meanPromptTokens;
       ahead += unaccounted * fig.work(0, mean);
+      unseen = true;
     }
     const work = ahead + own;
     const steps = Math.ceil(work / chunk);
+    // The scrape's running count includes our requests still prefilling (joining): beyond them, something decodes.
+    out.seenWhole = !unseen && batch <= (joining > 0 ? joining : 0);
     const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
     out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
     out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
@@ -238,10 +214,13 @@ export class GpuTimeModel {
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
     out.residualMs = batch > 0 || ahead > 0 ? (0.5 * step) / (1 - busyRho) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
+    const worstWork = this.ownPrefillWork[slot]! + own;
+    const worstSteps = Math.ceil(worstWork / chunk);
+    // Each of its steps at worst a full token budget of prefill (its last one topped up by later chunks).
+    out.worstTtftMs = (worstSteps > 0 ? worstSteps : 1) * (chunk / rate + step) + out.adapterMs;
     const ownSteps = Math.ceil(own / chunk);
     out.ownTtftMs = own / rate + (ownSteps > 0 ? ownSteps : 1) * step + out.residualMs + out.adapterMs;
     // TPOT once it joins: every request there not yet decoding will be, and the prefill arriving meanwhile.
-    const joining = inflight - ledgerRunning;
     out.stepMs = this.decode.stepMs(slot, fig, batch + (joining > 0 ? joining : 0) + 1, (used + newBlocks) * bs);
     // Its own prefill runs before its own first token: it stalls only the sequences decoding (or about to)
     // there. On a replica with none it costs no one's TPOT; counting it there made an idle replica look

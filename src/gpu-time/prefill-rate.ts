@@ -2,10 +2,15 @@
 // work a request had ahead of it at dispatch (its own included) over the part of its TTFT that was not the
 // decode steps it rode in. The estimate is the median of the last WINDOW samples, each first clamped to
 // [1/CLAMP, CLAMP] × the estimate before it: one stalled or instant reply cannot move it, and ±10 % step
-// jitter averages out within a window. Until a replica has a sample (and after it restarts) its pool's
-// nominal rate is used. Thread: the acceptor. Hot path: rate() is one array read; observe() sorts ≤ 9 numbers.
+// jitter averages out within a window. Until the window is full the pool's nominal rate stands in for the
+// samples it lacks (a prior worth the empty slots, fading as samples come): a replica's first sample alone
+// cannot set its rate. That first one is the least trustworthy: a fresh replica's first request is slowed by
+// its own warm-up and the gateway's, and a rate learned from it (a fifth low, live) made every prediction
+// there a fifth high until eight more came. A replica truly slower is followed from its fifth sample on.
+// Until a replica has a sample (and after it restarts) the nominal rate is used as is.
+// Thread: the acceptor. Hot path: rate() is one array read; observe() sorts 9 numbers.
 
-/** Samples the median is taken over. */
+/** Samples the median is taken over (odd: the median is one of them). */
 export const RATE_WINDOW = 9;
 /** A sample is clamped to within this factor of the current estimate. */
 export const RATE_CLAMP = 2;
@@ -43,9 +48,9 @@ export class PrefillRates {
     this.count[slot] = n + 1;
     const k = n + 1 < RATE_WINDOW ? n + 1 : RATE_WINDOW;
     const a = this.scratch;
-    for (let i = 0; i < k; i++) {
-      // Insertion sort into the scratch: k ≤ 9.
-      const v = this.ring[slot * RATE_WINDOW + i]!;
+    for (let i = 0; i < RATE_WINDOW; i++) {
+      // Insertion sort into the scratch: the k samples, then the prior in the slots they do not fill yet.
+      const v = i < k ? this.ring[slot * RATE_WINDOW + i]! : nominal;
       let j = i;
       while (j > 0 && a[j - 1]! > v) {
         a[j] = a[j - 1]!;
@@ -53,7 +58,7 @@ export class PrefillRates {
       }
       a[j] = v;
     }
-    this.est[slot] = k % 2 === 1 ? a[(k - 1) >> 1]! : (a[k / 2 - 1]! + a[k / 2]!) / 2;
+    this.est[slot] = a[RATE_WINDOW >> 1]!;
   }
 
   reset(slot: number): void {

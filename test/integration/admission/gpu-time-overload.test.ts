@@ -2,8 +2,9 @@
 // prompt, to two mock replicas of the 8B A100 profile in real time. Admission in GPU time admits what the
 // replicas can start within the 400 ms TTFT and sheds the rest at arrival: every answer is 200 or 429
 // server_overloaded with a Retry-After; the sheds are counted as decided at arrival by
-// gateway_admission_sheds_total{when="arrival"} (not judged by a wall-clock threshold); the admitted ones
-// get their first token mostly within their TTFT as the engines measure it; neither engine preempts.
+// gateway_admission_sheds_total{when="arrival"} (not judged by a wall-clock threshold); as the engines measure
+// it, each replica's first admitted request meets the 400 ms TTFT and 90 % of the admitted get their first
+// token within 600 ms (the demo's bar, npm run bench -- overload-demo); neither engine preempts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
@@ -65,17 +66,22 @@ test(`${REQUESTS} concurrent distinct 1,500-token streams to two 8B replicas: ad
 
   // TTFT as the engines saw it (from the request's arrival at the replica: what admission predicts; the
   // gateway's own tokenizing on a machine shared with other jobs is not GPU time): the replicas' own
-  // vllm:time_to_first_token_seconds histograms, whose nearest bucket above 400 ms is 500 ms.
+  // vllm:time_to_first_token_seconds histograms. The demo's bar in small: every replica's first admitted
+  // request meets the 400 ms TTFT (the nearest bucket above is 500 ms), and 90 % of the admitted have their
+  // first token within 600 ms (nearest bucket above: 750 ms).
   let admitted = 0;
-  let within = 0;
+  let within500 = 0;
+  let within750 = 0;
   for (const r of stack.replicas.values()) {
     const text = await (await fetch(`${r.url}/metrics`)).text();
     const sample = (re: RegExp): number => Number(re.exec(text)?.[1] ?? 0);
     admitted += sample(/^vllm:time_to_first_token_seconds_count\{[^}]*\} ([0-9.e+]+)/m);
-    within += sample(/^vllm:time_to_first_token_seconds_bucket\{[^}]*le="0\.5"[^}]*\} ([0-9.e+]+)/m);
+    within500 += sample(/^vllm:time_to_first_token_seconds_bucket\{[^}]*le="0\.5"[^}]*\} ([0-9.e+]+)/m);
+    within750 += sample(/^vllm:time_to_first_token_seconds_bucket\{[^}]*le="0\.75"[^}]*\} ([0-9.e+]+)/m);
   }
   assert.equal(admitted, served.length);
-  assert.ok(within * 2 >= admitted, `first tokens within 500 ms of reaching the replica: ${within} of ${admitted}`);
+  assert.ok(within500 >= stack.replicas.size, `first tokens within 500 ms of reaching the replica: ${within500} of ${admitted}, fewer than one per replica`);
+  assert.ok(within750 >= 0.9 * admitted, `first tokens within 750 ms of reaching the replica: ${within750} of ${admitted}, under 90 %`);
   for (const r of stack.replicas.values()) assert.equal((await mockState(r.url)).preemptions, 0);
-  console.log(`# served ${served.length} (${within} within 500 ms at the replica), shed ${shed.length} at arrival, Retry-After ${[...new Set(shed.map((r) => r.retryAfter))].join(',')}`);
+  console.log(`# served ${served.length} (${within500} within 500 ms, ${within750} within 750 ms at the replica), shed ${shed.length} at arrival, Retry-After ${[...new Set(shed.map((r) => r.retryAfter))].join(',')}`);
 });

@@ -64,6 +64,25 @@ test('TTFT out of reach: shed at arrival, Retry-After the time the queue ahead n
   assert.equal(rejection(near, 'r').retryAfterSeconds, 1);
 });
 
+test('nothing unseen there: a request is admitted past the margin when its worst case meets the budget, not when something decodes', () => {
+  // Idle replica, 1,500-token prompts: the first fits the margin (~140 ms ≤ 200); the second (~280 ms, at
+  // worst ~360 with a later chunk filling its last step) only its worst case; the third (~420) neither.
+  const h = harness([big('a')], { gpuTime: true });
+  for (const name of ['r1', 'r2', 'r3']) h.ask(name, { promptTokens: 1500 });
+  assert.equal(kindOf(h, 'r1'), 'admitted:a');
+  assert.equal(kindOf(h, 'r2'), 'admitted:a');
+  assert.equal(rejection(h, 'r3').code, 'server_overloaded');
+  const p = h.gpu.predict({ poolId: 'p', adapter: null, promptTokens: 1500, maxTokens: 100, blockHashes: new Float64Array(0), excluded: [] }, 0, 0, new GpuPrediction());
+  assert.ok(p.seenWhole && p.ttftMs > 400, `third: seen whole ${p.seenWhole}, ${p.ttftMs} ms`);
+
+  // The same replica with sequences decoding (a step in progress of unseen length): held to the margin.
+  const busy = harness([{ id: 'a', blocks: 100_000, usage: 0.01, running: 8 }], { gpuTime: true });
+  busy.ask('r1', { promptTokens: 1500 });
+  busy.ask('r2', { promptTokens: 1500 });
+  assert.equal(kindOf(busy, 'r1'), 'admitted:a');
+  assert.equal(rejection(busy, 'r2').code, 'server_overloaded');
+});
+
 /** A replica whose prompts have all been prefilled (nothing queued) but whose prefill share ρ is past what the batch can bear. */
 function hot(h: Harness): void {
   const sent = sendAround(h, 0, 4000, 16); // 64k tokens of prefill in the 8 s window: ρ ≈ 0.72

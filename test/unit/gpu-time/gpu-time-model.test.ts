@@ -99,13 +99,15 @@ void test('wait until it fits: the queue ahead drains in real time; a request th
   assert.ok(Math.abs(model.waitMs(p, 1e9, target) - ARRIVAL_WINDOW_MS * Math.log(2)) < 1e-6);
 });
 
-void test('prefill rate: the median of the last nine samples, each clamped to 2× the estimate; reset returns to nominal', () => {
+void test('prefill rate: the median of the last nine samples (the nominal rate filling a window not yet full), each clamped to 2× the estimate; reset returns to nominal', () => {
   const r = new PrefillRates(2);
   assert.equal(r.rate(0, 12), 12);
   r.observe(0, 600, 100, 12); // 6 tokens/ms
-  assert.equal(r.rate(0, 12), 6);
-  for (let i = 0; i < 4; i++) r.observe(0, 900, 100, 12); // 9
-  assert.equal(r.rate(0, 12), 9, 'median of 6, 9, 9, 9, 9');
+  assert.equal(r.rate(0, 12), 12, 'one sample against the prior in eight slots: a cold first request does not set the rate');
+  for (let i = 0; i < 3; i++) r.observe(0, 900, 100, 12); // 9
+  assert.equal(r.rate(0, 12), 12, 'median of 6, 9, 9, 9 and five of the prior');
+  r.observe(0, 900, 100, 12);
+  assert.equal(r.rate(0, 12), 9, 'the fifth sample of a slower replica carries the median: 6, 9, 9, 9, 9, 12 × 4');
   r.observe(0, 1e9, 1, 12);
   r.observe(0, 1e9, 1, 12);
   assert.equal(r.rate(0, 12), 9, 'two absurd samples (clamped to 18) do not move the median');

@@ -1,0 +1,48 @@
+// One candidate replica's prediction for one request (TTFT, its parts, TPOT, and whether the model sees
+// everything there), written by GpuTimeModel.predict() into an object the caller owns and reuses, so that a
+// prediction allocates nothing. Thread: the acceptor (and the simulator's).
+
+/** One candidate's prediction, written by predict() into a caller-owned object. */
+export class GpuPrediction {
+  fresh = false;
+  /** Sequences decoding now (scrape or ledger, the larger). */
+  batch = 0;
+  /** KV: blocks in use now (KvEstimator), the pool size (NaN unknown), and use after this request (0-1). */
+  usedBlocks = 0;
+  totalBlocks = Number.NaN;
+  kvAfter = Number.NaN;
+  /** Equivalent prefill tokens ahead of this request's first token, its own included; and its own. */
+  workAhead = 0;
+  ownWork = 0;
+  /** Prefill rate used, tokens per ms. */
+  rate = 0;
+  /** TTFT parts: prefill work / rate, and the decode steps the prefill rides in. */
+  prefillMs = 0;
+  stepsMs = 0;
+  /** What is left of the step in progress when the request arrives (0 on an idle replica). */
+  residualMs = 0;
+  adapterMs = 0;
+  ttftMs = 0;
+  /** TTFT with nothing queued ahead: its own prefill, its steps and the adapter load. */
+  ownTtftMs = 0;
+  /** Decode step once this request and those prefilling there join the batch, and ρ with this request. */
+  stepMs = 0;
+  rho = 0;
+  /** ρ's parts before the cap: the prefill arriving there, and this request's own (capped at OWN_RHO_CAP). */
+  rhoArriving = 0;
+  rhoOwn = 0;
+  tpotMs = 0;
+  inflight = 0;
+  /**
+   * Nothing there the gateway cannot see: no sequence decoding (so no decode step in progress of unseen
+   * length) and all the prefill ahead is what this model dispatched itself (no other thread's, no other
+   * gateway's waiting requests). The TTFT is then exact but for the prefill rate and `fillMs`.
+   */
+  seenWhole = false;
+  /**
+   * Its TTFT at worst when seenWhole: every prefill of ours there not yet answered by a first token counted
+   * whole (none of it done, whatever the fluid says: the engine may not have started on what we sent), then
+   * its own, in steps of the token budget, its last step filled by later arrivals' chunks, plus adapter load.
+   */
+  worstTtftMs = 0;
+}
