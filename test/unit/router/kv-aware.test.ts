@@ -1,8 +1,9 @@
-// kv-aware through the Router: prefix affinity, load-bound spill to the next holder, headroom and TPOT
-// avoidance, stale rows last, cold placement by rendezvous (agreed by independent routers, moved only for
+// kv-aware through the Router: prefix affinity, load-bound spill to the next holder, a hot prefix copied to
+// the replica of least predicted TTFT, headroom and TPOT avoidance, stale rows last, cold placement by rendezvous (agreed by independent routers, moved only for
 // the removed replica's keys), and the feedback hooks (correction, reply blocks, restart, learned rate).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { GpuPrediction } from '../../../src/gpu-time/gpu-prediction.ts';
 import { Router, createPolicy } from '../../../src/router/route.ts';
 import type { KvAwarePolicy } from '../../../src/router/policies/kv-aware.ts';
 import type { Decision, RouteRequest } from '../../../src/router/types.ts';
@@ -229,4 +230,45 @@ void test('the load bound is never exceeded under a random mix of hot and cold p
   }
   assert.equal(overs, 0, 'no replica took a request past the bound while another was within it');
   assert.ok(fallbacks < 150, `${fallbacks} requests too big for any busy replica's bound`);
+});
+
+void test('a hot prefix past its holder goes to the replica with the least predicted TTFT, cold prefill included, then serves it there', () => {
+  // For each choice of the idle replica: r0 holds a 16,000-token prefix and has 40,000 tokens of its prefill
+  // queued; the two others have 2,000 and 1,000 tokens of other work queued (sent by another thread: the
+  // ledger's). The overflow goes to the idle one, whose cold prefill is the cheapest first token, not to one
+  // picked at random, and the next request of that prefix follows it there as a prefix hit.
+  for (const idle of [1, 2, 3]) {
+    const { fleet, router, policy } = setup();
+    const hot = (i: number): RouteRequest => request(hashes(1002, 21, 1000, 5000 + i), { maxTokens: 50 });
+    for (let i = 0; i < 3; i++) {
+      const req = hot(i);
+      const d = route(router, req);
+      d.slot = 0;
+      d.cachedBlocks = i === 0 ? 0 : 1000;
+      fleet.ledger.dispatch(0, req.promptTokens, req.maxTokens, 16, i === 0 ? req.promptTokens : 40_000 / 2);
+      router.dispatched(req, d);
+    }
+    const others = [1, 2, 3].filter((s) => s !== idle);
+    fleet.ledger.dispatch(others[0]!, 2_000, 50, 16);
+    fleet.ledger.dispatch(others[1]!, 1_000, 50, 16);
+
+    const req = hot(10);
+    const p = new GpuPrediction();
+    const ttft = [0, 1, 2, 3].map((s) => policy.gpu.predict(req, s, s === 0 ? 1000 : 0, p).ttftMs);
+    const d = route(router, req);
+    assert.equal(d.slot, idle, `idle r${idle}: predicted TTFT ${ttft.map((x) => x.toFixed(0)).join(', ')} ms, chose r${d.slot} (${d.why})`);
+    assert.equal(d.cachedBlocks, 0);
+    for (const s of [0, ...others]) assert.ok(ttft[idle]! < ttft[s]!, `r${idle} ${ttft[idle]} ms < r${s} ${ttft[s]} ms`);
+    const copy = fleet.ledger.dispatch(d.slot, req.promptTokens, req.maxTokens, 16);
+    router.dispatched(req, d);
+
+    // Once the copy's prefill is done (its first token back, 3 s later), the prefix's next request is a
+    // prefix hit there rather than another cold copy.
+    fleet.now += 3_000;
+    fleet.ledger.firstToken(copy);
+    const next = route(router, hot(11));
+    assert.equal(next.slot, idle, `the new copy serves the next request of the prefix (${next.why})`);
+    assert.equal(next.cachedBlocks, 1000);
+    assert.equal(next.why, 'prefix');
+  }
 });
