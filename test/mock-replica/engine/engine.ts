@@ -51,7 +51,12 @@ export class MockEngine {
   private saltSeq = 0;
   private readonly schedReqs: EngineRequest[] = [];
   private readonly schedTokens: number[] = [];
-  private readonly hitIds: number[] = [];
+  /**
+   * Scratch for one waiting request's prefix-cache hits, sized once for the longest sequence. A number[]
+   * reset with `length = 0` drops its backing store in V8, so a 1,000-block prompt regrew it block by block
+   * on every step it waited at the queue's head.
+   */
+  private readonly hitIds: Int32Array;
   private readonly shape: BatchShape = { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 };
 
   private readonly sampled: EngineRequest[] = [];
@@ -67,6 +72,7 @@ export class MockEngine {
     this.jitterRng = this.jitter > 0 ? new SeededRandom(Math.imul(noise!.seed, 0x85ebca6b) ^ 0x2545f491) : null;
     this.clock = clock;
     this.pool = new BlockPool(this.config.numGpuBlocks);
+    this.hitIds = new Int32Array(Math.ceil(this.config.maxModelLen / this.config.blockSize) + 1);
     this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
   }
@@ -314,25 +320,26 @@ export class MockEngine {
       }
 
       const hitIds = this.hitIds;
-      hitIds.length = 0;
       const maxHitBlocks = Math.floor((req.numTokens - 1) / blockSize);
+      let hits = 0;
       let hitsToTouchFree = 0;
-      while (hitIds.length < maxHitBlocks) {
-        const id = pool.lookup(req.blockHash(hitIds.length));
+      while (hits < maxHitBlocks) {
+        const id = pool.lookup(req.blockHash(hits));
         if (id < 0) break;
-        hitIds.push(id);
+        hitIds[hits++] = id;
         if (pool.refs(id) === 0) hitsToTouchFree++;
       }
-      const hitTokens = hitIds.length * blockSize;
+      const hitTokens = hits * blockSize;
       const numNew = Math.min(req.numTokens - hitTokens, budget);
-      const newBlocks = Math.ceil((hitTokens + numNew) / blockSize) - hitIds.length;
+      const newBlocks = Math.ceil((hitTokens + numNew) / blockSize) - hits;
       if (newBlocks + hitsToTouchFree > pool.freeBlocks) break; // FCFS: nobody overtakes a request that does not fit
 
-      for (const id of hitIds) {
+      for (let h = 0; h < hits; h++) {
+        const id = hitIds[h]!;
         pool.touch(id);
         req.blockIds.push(id);
       }
-      req.numHashedBlocks = hitIds.length;
+      req.numHashedBlocks = hits;
       req.numComputedTokens = hitTokens;
       this.allocate(req, newBlocks);
       this.rec.admitted(req.numTokens, hitTokens);
