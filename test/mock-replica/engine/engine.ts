@@ -49,8 +49,14 @@ export class MockEngine {
   private stepStartMs = 0;
   private stepEndMs = 0;
   private saltSeq = 0;
+  /**
+   * This step's batch: the first schedCount entries of schedReqs/schedTokens (at most max_num_seqs). Kept by
+   * count, never truncated: `length = 0` drops an array's backing store in V8, so every step regrew it.
+   * Entries past the count are stale and unread.
+   */
   private readonly schedReqs: EngineRequest[] = [];
-  private readonly schedTokens: number[] = [];
+  private readonly schedTokens: Int32Array;
+  private schedCount = 0;
   /**
    * Scratch for one waiting request's prefix-cache hits, sized once for the longest sequence. A number[]
    * reset with `length = 0` drops its backing store in V8, so a 1,000-block prompt regrew it block by block
@@ -59,8 +65,9 @@ export class MockEngine {
   private readonly hitIds: Int32Array;
   private readonly shape: BatchShape = { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 };
 
+  /** Requests that sampled a token this step (the first sampledCount entries), as schedReqs is kept. */
   private readonly sampled: EngineRequest[] = [];
-  private readonly sampledIndex: number[] = [];
+  private readonly sampledIndex: Int32Array;
 
   constructor(opts: EngineOptions, clock: Clock) {
     this.config = resolveConfig(opts);
@@ -72,6 +79,8 @@ export class MockEngine {
     this.jitterRng = this.jitter > 0 ? new SeededRandom(Math.imul(noise!.seed, 0x85ebca6b) ^ 0x2545f491) : null;
     this.clock = clock;
     this.pool = new BlockPool(this.config.numGpuBlocks);
+    this.schedTokens = new Int32Array(this.config.maxNumSeqs);
+    this.sampledIndex = new Int32Array(this.config.maxNumSeqs);
     this.hitIds = new Int32Array(Math.ceil(this.config.maxModelLen / this.config.blockSize) + 1);
     this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
@@ -246,8 +255,8 @@ export class MockEngine {
     this.stepStartMs = startMs;
     // A step that only preempted (its last candidate preempted itself) schedules again at once, as vLLM's
     // next step would; a second empty pass means nothing can run until an add or abort changes that.
-    if (this.schedule() && this.schedReqs.length === 0) this.schedule();
-    if (this.schedReqs.length === 0) return;
+    if (this.schedule() && this.schedCount === 0) this.schedule();
+    if (this.schedCount === 0) return;
     let durationMs = stepDurationMs(this.stepProfile, this.shape) * this.config.timeScale;
     if (this.jitterRng !== null) durationMs *= 1 + this.jitter * (2 * this.jitterRng.next() - 1);
     this.stepEndMs = startMs + durationMs;
@@ -277,8 +286,7 @@ export class MockEngine {
   /** Builds this step's batch into schedReqs/schedTokens/shape (vLLM Scheduler.schedule); true if it preempted. */
   private schedule(): boolean {
     const { blockSize, maxNumSeqs, maxLoras } = this.config;
-    this.schedReqs.length = 0;
-    this.schedTokens.length = 0;
+    this.schedCount = 0;
     const s = this.shape;
     s.scheduledSeqs = s.contextTokens = s.prefillTokens = s.attentionSquares = s.adaptersLoaded = 0;
     this.stepSeq++;
@@ -378,8 +386,8 @@ export class MockEngine {
   }
 
   private addToBatch(req: EngineRequest, numNew: number): void {
-    this.schedReqs.push(req);
-    this.schedTokens.push(numNew);
+    this.schedReqs[this.schedCount] = req;
+    this.schedTokens[this.schedCount++] = numNew;
     const s = this.shape;
     const a = req.numComputedTokens;
     const b = a + numNew;
@@ -438,12 +446,12 @@ export class MockEngine {
     const tokens = this.schedTokens;
     const sampled = this.sampled;
     const sampledIndex = this.sampledIndex;
-    sampled.length = 0;
-    sampledIndex.length = 0;
+    let sampledCount = 0;
     let iterationTokens = 0;
     let finishedAny = false;
     // Pass 1: state. Event handlers may call add/abort, so none runs until the engine is consistent.
-    for (let i = 0; i < reqs.length; i++) {
+    const count = this.schedCount;
+    for (let i = 0; i < count; i++) {
       const req = reqs[i]!;
       const n = tokens[i]!;
       iterationTokens += n;
@@ -461,8 +469,8 @@ export class MockEngine {
         this.rec.finished(req, req.finishReason, endMs);
         finishedAny = true;
       }
-      sampled.push(req);
-      sampledIndex.push(index);
+      sampled[sampledCount] = req;
+      sampledIndex[sampledCount++] = index;
     }
     this.rec.stepEnded(iterationTokens);
     if (finishedAny) {
@@ -472,7 +480,7 @@ export class MockEngine {
     }
     // Pass 2: events, in batch order; a request aborted by an earlier handler gets nothing more.
     let firstError: unknown = null;
-    for (let i = 0; i < sampled.length; i++) {
+    for (let i = 0; i < sampledCount; i++) {
       const req = sampled[i]!;
       const index = sampledIndex[i]!;
       try {
