@@ -14,15 +14,6 @@
 // of all CPU and most of the garbage.
 
 const NO_BLOCK = -1;
-/** Block record layout: Int32 words prev, next, refCount, inFreeQueue, then the hash as Float64 word 2. */
-const REC_BYTES = 32;
-const REC_I32 = REC_BYTES / 4;
-const REC_F64 = REC_BYTES / 8;
-const REC_PREV = 0;
-const REC_NEXT = 1;
-const REC_REFS = 2;
-const REC_FREE = 3;
-const REC_HASH_F64 = 2;
 
 /**
  * What the prefix cache did, as vLLM's KV events report it: a hash entered the cache (BlockStored), or left
@@ -49,12 +40,15 @@ export class BlockPool {
   /** Including the null block 0. */
   readonly numBlocks: number;
   /**
-   * One 32-byte record per block (REC_* words of `rec`; the hash as the Float64 `f64[id * 4 + 2]` of the same
-   * buffer): reference count, free-queue links and cache key share a cache line. As separate arrays an
-   * allocation missed five times on a block the LRU order had not touched for minutes; this way, once.
+   * The free queue's links, prev and next of a block side by side: taking the LRU block reads its next and
+   * writes that block's prev, one cache line. Allocating a chunk follows this chain block by block, so it
+   * stays in its own small array (8 bytes a block) rather than in a wider per-block record.
    */
-  private readonly rec: Int32Array;
-  private readonly f64: Float64Array;
+  private readonly links: Int32Array;
+  private readonly refCount: Int32Array;
+  /** The block's cache key, NaN when the block is not in the prefix cache. */
+  private readonly hashOf: Float64Array;
+  private readonly inFreeQueue: Uint8Array;
   private head = NO_BLOCK;
   private tail = NO_BLOCK;
   private freeCount = 0;
@@ -70,14 +64,10 @@ export class BlockPool {
   constructor(numBlocks: number) {
     if (!Number.isInteger(numBlocks) || numBlocks < 2) throw new RangeError(`numBlocks must be an integer >= 2, got ${numBlocks}`);
     this.numBlocks = numBlocks;
-    const buf = new ArrayBuffer(numBlocks * REC_BYTES);
-    this.rec = new Int32Array(buf);
-    this.f64 = new Float64Array(buf);
-    for (let id = 0; id < numBlocks; id++) {
-      this.rec[id * REC_I32 + REC_PREV] = NO_BLOCK;
-      this.rec[id * REC_I32 + REC_NEXT] = NO_BLOCK;
-      this.f64[id * REC_F64 + REC_HASH_F64] = NaN;
-    }
+    this.links = new Int32Array(2 * numBlocks).fill(NO_BLOCK);
+    this.refCount = new Int32Array(numBlocks);
+    this.hashOf = new Float64Array(numBlocks).fill(NaN);
+    this.inFreeQueue = new Uint8Array(numBlocks);
     let size = 16;
     while (size < 2 * numBlocks) size *= 2;
     this.table = new Float64Array(2 * size);
@@ -117,12 +107,12 @@ export class BlockPool {
   }
 
   refs(blockId: number): number {
-    return this.rec[blockId * REC_I32 + REC_REFS]!;
+    return this.refCount[blockId]!;
   }
 
   /** Takes a reference on a cached block found by lookup(); pulls it out of the free queue if it was free. */
   touch(blockId: number): void {
-    if (this.rec[blockId * REC_I32 + REC_REFS]++ === 0) this.unlink(blockId);
+    if (this.refCount[blockId]++ === 0) this.unlink(blockId);
   }
 
   /** A fresh block with ref count 1, evicting the LRU free block's hash if it has one; −1 when none is free. */
@@ -130,14 +120,14 @@ export class BlockPool {
     const id = this.head;
     if (id === NO_BLOCK) return NO_BLOCK;
     this.unlink(id);
-    const h = this.f64[id * REC_F64 + REC_HASH_F64]!;
+    const h = this.hashOf[id]!;
     if (!Number.isNaN(h)) {
       this.uncache(h, id);
-      this.f64[id * REC_F64 + REC_HASH_F64] = NaN;
+      this.hashOf[id] = NaN;
       this.evictions++;
       this.listener?.removed(h, id);
     }
-    this.rec[id * REC_I32 + REC_REFS] = 1;
+    this.refCount[id] = 1;
     return id;
   }
 
@@ -146,7 +136,7 @@ export class BlockPool {
    * the same prefix at once), the map keeps the first and this block stays uncached, as in vLLM.
    */
   cacheBlock(blockId: number, hash: number): boolean {
-    if (!Number.isNaN(this.f64[blockId * REC_F64 + REC_HASH_F64]!)) return false;
+    if (!Number.isNaN(this.hashOf[blockId]!)) return false;
     const mask = this.mask;
     const table = this.table;
     let i = bucketOf(hash, mask);
@@ -154,7 +144,7 @@ export class BlockPool {
     table[2 * i] = hash;
     table[2 * i + 1] = blockId;
     this.cacheCount++;
-    this.f64[blockId * REC_F64 + REC_HASH_F64] = hash;
+    this.hashOf[blockId] = hash;
     this.listener?.stored(hash, blockId);
     return true;
   }
@@ -189,10 +179,10 @@ export class BlockPool {
   free(blockIds: readonly number[]): void {
     for (let i = blockIds.length - 1; i >= 0; i--) {
       const id = blockIds[i]!;
-      const left = --this.rec[id * REC_I32 + REC_REFS]!;
+      const left = --this.refCount[id]!;
       if (left > 0) continue;
       if (left < 0) throw new Error(`block ${id} freed more often than referenced`);
-      if (Number.isNaN(this.f64[id * REC_F64 + REC_HASH_F64]!)) this.prependHead(id);
+      if (Number.isNaN(this.hashOf[id]!)) this.prependHead(id);
       else this.appendTail(id);
     }
   }
@@ -200,41 +190,41 @@ export class BlockPool {
   /** The free queue from LRU (head) to MRU (tail); for tests. */
   freeQueue(): number[] {
     const out: number[] = [];
-    for (let id = this.head; id !== NO_BLOCK; id = this.rec[id * REC_I32 + REC_NEXT]!) out.push(id);
+    for (let id = this.head; id !== NO_BLOCK; id = this.links[id * 2 + 1]!) out.push(id);
     return out;
   }
 
   private appendTail(id: number): void {
-    this.rec[id * REC_I32 + REC_PREV] = this.tail;
-    this.rec[id * REC_I32 + REC_NEXT] = NO_BLOCK;
+    this.links[id * 2] = this.tail;
+    this.links[id * 2 + 1] = NO_BLOCK;
     if (this.tail === NO_BLOCK) this.head = id;
-    else this.rec[this.tail * REC_I32 + REC_NEXT] = id;
+    else this.links[this.tail * 2 + 1] = id;
     this.tail = id;
-    this.rec[id * REC_I32 + REC_FREE] = 1;
+    this.inFreeQueue[id] = 1;
     this.freeCount++;
   }
 
   private prependHead(id: number): void {
-    this.rec[id * REC_I32 + REC_NEXT] = this.head;
-    this.rec[id * REC_I32 + REC_PREV] = NO_BLOCK;
+    this.links[id * 2 + 1] = this.head;
+    this.links[id * 2] = NO_BLOCK;
     if (this.head === NO_BLOCK) this.tail = id;
-    else this.rec[this.head * REC_I32 + REC_PREV] = id;
+    else this.links[this.head * 2] = id;
     this.head = id;
-    this.rec[id * REC_I32 + REC_FREE] = 1;
+    this.inFreeQueue[id] = 1;
     this.freeCount++;
   }
 
   private unlink(id: number): void {
-    if (this.rec[id * REC_I32 + REC_FREE] === 0) throw new Error(`block ${id} is not in the free queue`);
-    const p = this.rec[id * REC_I32 + REC_PREV]!;
-    const n = this.rec[id * REC_I32 + REC_NEXT]!;
+    if (this.inFreeQueue[id] === 0) throw new Error(`block ${id} is not in the free queue`);
+    const p = this.links[id * 2]!;
+    const n = this.links[id * 2 + 1]!;
     if (p === NO_BLOCK) this.head = n;
-    else this.rec[p * REC_I32 + REC_NEXT] = n;
+    else this.links[p * 2 + 1] = n;
     if (n === NO_BLOCK) this.tail = p;
-    else this.rec[n * REC_I32 + REC_PREV] = p;
-    this.rec[id * REC_I32 + REC_PREV] = NO_BLOCK;
-    this.rec[id * REC_I32 + REC_NEXT] = NO_BLOCK;
-    this.rec[id * REC_I32 + REC_FREE] = 0;
+    else this.links[n * 2] = p;
+    this.links[id * 2] = NO_BLOCK;
+    this.links[id * 2 + 1] = NO_BLOCK;
+    this.inFreeQueue[id] = 0;
     this.freeCount--;
   }
 }
