@@ -18,6 +18,8 @@ import type { Clock, EngineBlockEvents, EngineConfig, EngineOptions, EngineReque
 /** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
 const CATCH_UP_LIMIT_MS = 20;
 const RECENT_REQUESTS = 1000;
+/** addToBatch loads the prefix-cache buckets of this many blocks at once before caching them. */
+const WARM_AHEAD = 8;
 
 export class MockEngine {
   readonly config: EngineConfig;
@@ -49,6 +51,8 @@ export class MockEngine {
   private stepStartMs = 0;
   private stepEndMs = 0;
   private saltSeq = 0;
+  /** Keeps addToBatch's warming loads observable, so the compiler cannot drop them. */
+  warmSink = 0;
   /**
    * This step's batch: the first schedCount entries of schedReqs/schedTokens (at most max_num_seqs). Kept by
    * count, never truncated: `length = 0` drops an array's backing store in V8, so every step regrew it.
@@ -402,11 +406,19 @@ export class MockEngine {
     // vLLM caches full blocks at allocation time, as soon as the tokens that fill them are scheduled.
     const fullBlocks = Math.floor(b / this.config.blockSize);
     const events = this.blockEvents;
-    for (let i = req.numHashedBlocks; i < fullBlocks; i++) {
+    const pool = this.pool;
+    const from = req.numHashedBlocks;
+    let warm = 0;
+    for (let i = from; i < fullBlocks; i++) {
+      if ((i - from) % WARM_AHEAD === 0) {
+        const end = i + WARM_AHEAD < fullBlocks ? i + WARM_AHEAD : fullBlocks;
+        for (let j = i; j < end; j++) warm += pool.warm(req.blockHash(j));
+      }
       const hash = req.blockHash(i);
-      if (this.pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
+      if (pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
     }
     if (fullBlocks > req.numHashedBlocks) req.numHashedBlocks = fullBlocks;
+    this.warmSink = warm;
   }
 
   /** Makes room in the GPU LoRA slots (evicting the LRU adapter no running request uses) and charges the load. */
