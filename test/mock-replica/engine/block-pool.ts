@@ -184,9 +184,9 @@ export class BlockPool {
     table[2 * hole + 1] = NO_BLOCK;
   }
 
-  /** Drops one reference on each of `blockIds`, walking them last to first. */
-  free(blockIds: readonly number[]): void {
-    for (let i = blockIds.length - 1; i >= 0; i--) {
+  /** Drops one reference on each of the first `count` of `blockIds` (all by default), walking them last to first. */
+  free(blockIds: ArrayLike<number>, count = blockIds.length): void {
+    for (let i = count - 1; i >= 0; i--) {
       const id = blockIds[i]!;
       const left = --this.refCount[id]!;
       if (left > 0) continue;

@@ -349,7 +349,7 @@ export class MockEngine {
       for (let h = 0; h < hits; h++) {
         const id = hitIds[h]!;
         pool.touch(id);
-        req.blockIds.push(id);
+        req.holdBlock(id);
       }
       req.numHashedBlocks = hits;
       req.numComputedTokens = hitTokens;
@@ -378,7 +378,7 @@ export class MockEngine {
 
   /** Makes room for `numNew` more computed tokens; false when the pool cannot (the caller preempts). */
   private grow(req: EngineRequest, numNew: number): boolean {
-    const need = Math.ceil((req.numComputedTokens + numNew) / this.config.blockSize) - req.blockIds.length;
+    const need = Math.ceil((req.numComputedTokens + numNew) / this.config.blockSize) - req.numBlocks;
     if (need > this.pool.freeBlocks) return false;
     this.allocate(req, need);
     return true;
@@ -386,7 +386,7 @@ export class MockEngine {
 
   /** Appends `count` fresh blocks (evicting LRU cached ones); addToBatch offers the filled ones to the cache. */
   private allocate(req: EngineRequest, count: number): void {
-    for (let i = 0; i < count; i++) req.blockIds.push(this.pool.allocate());
+    for (let i = 0; i < count; i++) req.holdBlock(this.pool.allocate());
   }
 
   private addToBatch(req: EngineRequest, numNew: number): void {
@@ -446,8 +446,8 @@ export class MockEngine {
 
   /** Frees the request's blocks (hashes kept: they stay prefix-cache hits until evicted) and resets progress. */
   private release(req: EngineRequest): void {
-    this.pool.free(req.blockIds);
-    req.blockIds.length = 0;
+    this.pool.free(req.blockIds, req.numBlocks);
+    req.numBlocks = 0;
     req.numHashedBlocks = 0;
     req.numComputedTokens = 0;
   }
