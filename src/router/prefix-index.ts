@@ -276,12 +276,16 @@ export class PrefixIndex {
     const n = hashes.length;
     let touch = 0;
     for (let b = from; b < n; b++) {
-      // Every PREFETCH blocks, load the next PREFETCH buckets' first lines together: the bucket lock below is
-      // a locked instruction, which waits for outstanding loads, so misses taken one block at a time never
-      // overlap. Loads only; which blocks are written, and how, is unchanged.
+      // Every PREFETCH blocks, load the next PREFETCH buckets' five lines together (tags, then the ways that
+      // findWay, claimWay and the holder update read): the bucket lock below is a locked instruction, which
+      // waits for outstanding loads, so misses taken one block at a time never overlap. Loads only; which
+      // blocks are written, and how, is unchanged.
       if ((b - from) % PREFETCH === 0) {
         const end = b + PREFETCH < n ? b + PREFETCH : n;
-        for (let p = b + 1; p < end; p++) touch ^= u32[this.probe(hashes[p]!) + B_LO]!;
+        for (let p = b + 1; p < end; p++) {
+          const pb = this.probe(hashes[p]!);
+          touch ^= u32[pb + B_LO]! ^ u32[pb + B_WAYS]! ^ u32[pb + B_WAYS + 16]! ^ u32[pb + B_WAYS + 32]! ^ u32[pb + B_WAYS + 48]!;
+        }
       }
       const base = this.probe(hashes[b]!);
       const v = Atomics.load(i32, base + B_VERSION);
