@@ -19,15 +19,15 @@ export function auditEngine(
     if (r.adapter !== null) adapters.add(r.adapter);
     const minBlocks = Math.ceil(r.numComputedTokens / blockSize);
     const maxBlocks = Math.ceil(r.numTokens / blockSize);
-    if (r.blockIds.length < minBlocks || r.blockIds.length > maxBlocks) {
-      problems.push(`${r.id} holds ${r.blockIds.length} blocks for ${r.numComputedTokens}/${r.numTokens} tokens`);
+    if (r.numBlocks < minBlocks || r.numBlocks > maxBlocks) {
+      problems.push(`${r.id} holds ${r.numBlocks} blocks for ${r.numComputedTokens}/${r.numTokens} tokens`);
     }
-    for (const id of r.blockIds) refs[id]!++;
+    for (let i = 0; i < r.numBlocks; i++) refs[r.blockIds[i]!]!++;
     seen.add(r.id);
   }
   for (const r of waiting) {
     if (r.phase !== 'waiting' && r.phase !== 'preempted') problems.push(`${r.id} is in the waiting list as ${r.phase}`);
-    if (r.blockIds.length > 0 || r.numComputedTokens > 0) problems.push(`waiting ${r.id} holds blocks`);
+    if (r.numBlocks > 0 || r.numComputedTokens > 0) problems.push(`waiting ${r.id} holds blocks`);
     if (seen.has(r.id)) problems.push(`${r.id} is both running and waiting`);
     seen.add(r.id);
   }

@@ -18,6 +18,8 @@ import type { Clock, EngineBlockEvents, EngineConfig, EngineOptions, EngineReque
 /** A real clock that fires late may start the next step at the previous step's planned end, up to this far back. */
 const CATCH_UP_LIMIT_MS = 20;
 const RECENT_REQUESTS = 1000;
+/** addToBatch loads the prefix-cache buckets of this many blocks at once before caching them. */
+const WARM_AHEAD = 8;
 
 export class MockEngine {
   readonly config: EngineConfig;
@@ -49,13 +51,27 @@ export class MockEngine {
   private stepStartMs = 0;
   private stepEndMs = 0;
   private saltSeq = 0;
+  /** Keeps addToBatch's warming loads observable, so the compiler cannot drop them. */
+  warmSink = 0;
+  /**
+   * This step's batch: the first schedCount entries of schedReqs/schedTokens (at most max_num_seqs). Kept by
+   * count, never truncated: `length = 0` drops an array's backing store in V8, so every step regrew it.
+   * Entries past the count are stale and unread.
+   */
   private readonly schedReqs: EngineRequest[] = [];
-  private readonly schedTokens: number[] = [];
-  private readonly hitIds: number[] = [];
+  private readonly schedTokens: Int32Array;
+  private schedCount = 0;
+  /**
+   * Scratch for one waiting request's prefix-cache hits, sized once for the longest sequence. A number[]
+   * reset with `length = 0` drops its backing store in V8, so a 1,000-block prompt regrew it block by block
+   * on every step it waited at the queue's head.
+   */
+  private readonly hitIds: Int32Array;
   private readonly shape: BatchShape = { scheduledSeqs: 0, contextTokens: 0, prefillTokens: 0, attentionSquares: 0, adaptersLoaded: 0 };
 
+  /** Requests that sampled a token this step (the first sampledCount entries), as schedReqs is kept. */
   private readonly sampled: EngineRequest[] = [];
-  private readonly sampledIndex: number[] = [];
+  private readonly sampledIndex: Int32Array;
 
   constructor(opts: EngineOptions, clock: Clock) {
     this.config = resolveConfig(opts);
@@ -67,6 +83,9 @@ export class MockEngine {
     this.jitterRng = this.jitter > 0 ? new SeededRandom(Math.imul(noise!.seed, 0x85ebca6b) ^ 0x2545f491) : null;
     this.clock = clock;
     this.pool = new BlockPool(this.config.numGpuBlocks);
+    this.schedTokens = new Int32Array(this.config.maxNumSeqs);
+    this.sampledIndex = new Int32Array(this.config.maxNumSeqs);
+    this.hitIds = new Int32Array(Math.ceil(this.config.maxModelLen / this.config.blockSize) + 1);
     this.rec = new StatsRecorder(this.config.maxModelLen);
     for (const name of opts.loras ?? []) this.adapters.add(name);
   }
@@ -240,8 +259,8 @@ export class MockEngine {
     this.stepStartMs = startMs;
     // A step that only preempted (its last candidate preempted itself) schedules again at once, as vLLM's
     // next step would; a second empty pass means nothing can run until an add or abort changes that.
-    if (this.schedule() && this.schedReqs.length === 0) this.schedule();
-    if (this.schedReqs.length === 0) return;
+    if (this.schedule() && this.schedCount === 0) this.schedule();
+    if (this.schedCount === 0) return;
     let durationMs = stepDurationMs(this.stepProfile, this.shape) * this.config.timeScale;
     if (this.jitterRng !== null) durationMs *= 1 + this.jitter * (2 * this.jitterRng.next() - 1);
     this.stepEndMs = startMs + durationMs;
@@ -271,8 +290,7 @@ export class MockEngine {
   /** Builds this step's batch into schedReqs/schedTokens/shape (vLLM Scheduler.schedule); true if it preempted. */
   private schedule(): boolean {
     const { blockSize, maxNumSeqs, maxLoras } = this.config;
-    this.schedReqs.length = 0;
-    this.schedTokens.length = 0;
+    this.schedCount = 0;
     const s = this.shape;
     s.scheduledSeqs = s.contextTokens = s.prefillTokens = s.attentionSquares = s.adaptersLoaded = 0;
     this.stepSeq++;
@@ -314,25 +332,26 @@ export class MockEngine {
       }
 
       const hitIds = this.hitIds;
-      hitIds.length = 0;
       const maxHitBlocks = Math.floor((req.numTokens - 1) / blockSize);
+      let hits = 0;
       let hitsToTouchFree = 0;
-      while (hitIds.length < maxHitBlocks) {
-        const id = pool.lookup(req.blockHash(hitIds.length));
+      while (hits < maxHitBlocks) {
+        const id = pool.lookup(req.blockHash(hits));
         if (id < 0) break;
-        hitIds.push(id);
+        hitIds[hits++] = id;
         if (pool.refs(id) === 0) hitsToTouchFree++;
       }
-      const hitTokens = hitIds.length * blockSize;
+      const hitTokens = hits * blockSize;
       const numNew = Math.min(req.numTokens - hitTokens, budget);
-      const newBlocks = Math.ceil((hitTokens + numNew) / blockSize) - hitIds.length;
+      const newBlocks = Math.ceil((hitTokens + numNew) / blockSize) - hits;
       if (newBlocks + hitsToTouchFree > pool.freeBlocks) break; // FCFS: nobody overtakes a request that does not fit
 
-      for (const id of hitIds) {
+      for (let h = 0; h < hits; h++) {
+        const id = hitIds[h]!;
         pool.touch(id);
-        req.blockIds.push(id);
+        req.holdBlock(id);
       }
-      req.numHashedBlocks = hitIds.length;
+      req.numHashedBlocks = hits;
       req.numComputedTokens = hitTokens;
       this.allocate(req, newBlocks);
       this.rec.admitted(req.numTokens, hitTokens);
@@ -359,7 +378,7 @@ export class MockEngine {
 
   /** Makes room for `numNew` more computed tokens; false when the pool cannot (the caller preempts). */
   private grow(req: EngineRequest, numNew: number): boolean {
-    const need = Math.ceil((req.numComputedTokens + numNew) / this.config.blockSize) - req.blockIds.length;
+    const need = Math.ceil((req.numComputedTokens + numNew) / this.config.blockSize) - req.numBlocks;
     if (need > this.pool.freeBlocks) return false;
     this.allocate(req, need);
     return true;
@@ -367,12 +386,12 @@ export class MockEngine {
 
   /** Appends `count` fresh blocks (evicting LRU cached ones); addToBatch offers the filled ones to the cache. */
   private allocate(req: EngineRequest, count: number): void {
-    for (let i = 0; i < count; i++) req.blockIds.push(this.pool.allocate());
+    for (let i = 0; i < count; i++) req.holdBlock(this.pool.allocate());
   }
 
   private addToBatch(req: EngineRequest, numNew: number): void {
-    this.schedReqs.push(req);
-    this.schedTokens.push(numNew);
+    this.schedReqs[this.schedCount] = req;
+    this.schedTokens[this.schedCount++] = numNew;
     const s = this.shape;
     const a = req.numComputedTokens;
     const b = a + numNew;
@@ -387,11 +406,19 @@ export class MockEngine {
     // vLLM caches full blocks at allocation time, as soon as the tokens that fill them are scheduled.
     const fullBlocks = Math.floor(b / this.config.blockSize);
     const events = this.blockEvents;
-    for (let i = req.numHashedBlocks; i < fullBlocks; i++) {
+    const pool = this.pool;
+    const from = req.numHashedBlocks;
+    let warm = 0;
+    for (let i = from; i < fullBlocks; i++) {
+      if ((i - from) % WARM_AHEAD === 0) {
+        const end = i + WARM_AHEAD < fullBlocks ? i + WARM_AHEAD : fullBlocks;
+        for (let j = i; j < end; j++) warm += pool.warm(req.blockHash(j));
+      }
       const hash = req.blockHash(i);
-      if (this.pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
+      if (pool.cacheBlock(req.blockIds[i]!, hash) && events !== null) events.stored(hash, i > 0 ? req.blockHash(i - 1) : null, req.tokenIds, i, req.adapter);
     }
     if (fullBlocks > req.numHashedBlocks) req.numHashedBlocks = fullBlocks;
+    this.warmSink = warm;
   }
 
   /** Makes room in the GPU LoRA slots (evicting the LRU adapter no running request uses) and charges the load. */
@@ -419,8 +446,8 @@ export class MockEngine {
 
   /** Frees the request's blocks (hashes kept: they stay prefix-cache hits until evicted) and resets progress. */
   private release(req: EngineRequest): void {
-    this.pool.free(req.blockIds);
-    req.blockIds.length = 0;
+    this.pool.free(req.blockIds, req.numBlocks);
+    req.numBlocks = 0;
     req.numHashedBlocks = 0;
     req.numComputedTokens = 0;
   }
@@ -431,12 +458,12 @@ export class MockEngine {
     const tokens = this.schedTokens;
     const sampled = this.sampled;
     const sampledIndex = this.sampledIndex;
-    sampled.length = 0;
-    sampledIndex.length = 0;
+    let sampledCount = 0;
     let iterationTokens = 0;
     let finishedAny = false;
     // Pass 1: state. Event handlers may call add/abort, so none runs until the engine is consistent.
-    for (let i = 0; i < reqs.length; i++) {
+    const count = this.schedCount;
+    for (let i = 0; i < count; i++) {
       const req = reqs[i]!;
       const n = tokens[i]!;
       iterationTokens += n;
@@ -454,8 +481,8 @@ export class MockEngine {
         this.rec.finished(req, req.finishReason, endMs);
         finishedAny = true;
       }
-      sampled.push(req);
-      sampledIndex.push(index);
+      sampled[sampledCount] = req;
+      sampledIndex[sampledCount++] = index;
     }
     this.rec.stepEnded(iterationTokens);
     if (finishedAny) {
@@ -465,7 +492,7 @@ export class MockEngine {
     }
     // Pass 2: events, in batch order; a request aborted by an earlier handler gets nothing more.
     let firstError: unknown = null;
-    for (let i = 0; i < sampled.length; i++) {
+    for (let i = 0; i < sampledCount; i++) {
       const req = sampled[i]!;
       const index = sampledIndex[i]!;
       try {

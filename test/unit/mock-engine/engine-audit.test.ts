@@ -16,7 +16,7 @@ void test('audit finds nothing wrong in a consistent state', () => {
   const pool = new BlockPool(8);
   const r = request('a');
   r.phase = 'running';
-  r.blockIds.push(pool.allocate(), pool.allocate(), pool.allocate());
+  for (let i = 0; i < 3; i++) r.holdBlock(pool.allocate());
   r.numComputedTokens = 40;
   assert.deepEqual(auditEngine(config, [r], [request('b')], 2, pool), []);
 });
@@ -25,7 +25,7 @@ void test('audit reports leaked blocks, waiting requests holding blocks and brok
   const pool = new BlockPool(8);
   pool.allocate(); // held by nobody: a leak
   const w = request('w');
-  w.blockIds.push(pool.allocate());
+  w.holdBlock(pool.allocate());
   const r1 = request('r1', 'x');
   const r2 = request('r2', 'y');
   r1.phase = r2.phase = 'running';
