@@ -16,9 +16,12 @@
 // Memory, per entry: 40 bytes (hash 6, recency 4, 4 holders × u16 slot+1, 4 stamps × u32, padding to keep
 // a way in one cache line, and the bucket's version word). 1,048,576 entries = 40 MiB.
 
-/** Holders per hash: a hot prefix spread by the load bound sits on a few replicas, rarely more than four. */
-export const HOLDERS = 4;
-export const WAYS = 8;
+import {
+  B_LO, B_TAG16, B_VERSION, B_WAYS, BUCKET_I32, H_BUCKETS, H_ENTRIES, H_EVICTIONS, H_MAGIC, H_SLOTS, H_TICK, HEADER_I32,
+  HOLDERS, MAGIC, TAG_VALID, W_HOLDERS, W_RECENCY, W_STAMPS, WAY_I32, WAYS,
+} from './prefix-index-layout.ts';
+
+export { HOLDERS, WAYS } from './prefix-index-layout.ts';
 /** A capacity above this is clamped; purgeSlot jumps a counter by more, so no old stamp survives a purge. */
 export const MAX_CAPACITY_BLOCKS = 1 << 24;
 const PURGE_JUMP = MAX_CAPACITY_BLOCKS + 1;
@@ -29,31 +32,6 @@ export const LOOKUP_STRIDE = 16;
 const TWO_POW_32 = 2 ** 32;
 /** insert() loads this many buckets ahead at once (see there). */
 const PREFETCH = 8;
-
-// Header, Int32 words.
-const H_MAGIC = 0;
-const H_SLOTS = 1;
-const H_BUCKETS = 2;
-const H_ENTRIES = 3;
-const H_EVICTIONS = 4;
-const H_TICK = 5;
-const HEADER_I32 = 8;
-const MAGIC = 0x50524658; // 'PRFX'
-
-// Bucket layout, in 32-bit words from the bucket's base (buckets are 64-byte aligned): a probe reads one
-// cache line for the version and the 8 tags, then one for the matching way's holders, so a lookup costs two
-// cache lines per block. Line 0: version, low hash words, high tags (u16: 15 bits of the hash's high part
-// with a valid bit). Lines 1-4: one 32-byte record per way: 4 u16 holders (slot+1), 4 u32 stamps, recency.
-const B_VERSION = 0;
-const B_LO = 1;
-const B_TAG16 = B_LO + WAYS; // WAYS u16 = 4 words
-const B_WAYS = 16;
-const W_HOLDERS = 0; // HOLDERS u16 = 2 words
-const W_STAMPS = 2;
-const W_RECENCY = 6;
-const WAY_I32 = 8;
-const BUCKET_I32 = B_WAYS + WAYS * WAY_I32; // 80 words = 320 bytes
-const TAG_VALID = 0x8000;
 
 export const PREFIX_INDEX_BYTES_PER_ENTRY = (BUCKET_I32 * 4) / WAYS;
 
