@@ -1,11 +1,12 @@
 // Runs the prompt path (chat render, segment fingerprints, BPE through the piece cache and tiktoken's WASM,
 // chained block hashes) on synthetic prompts at setup, so that V8 has optimised it before the first request.
-// Why: a freshly started gateway encodes its first few dozen 1,500-token prompts 3-8× slower than a warm
-// one (interpreted and baseline-compiled code); a burst arriving then queues behind that on the tokenizer
-// worker, and on the demo fleet its 429s came back after ~150 ms instead of ~50 ms (src/admission/README.md,
+// Why: on a fresh thread the overload demo's 61 distinct ~1,500-token chat prompts cost 1.1-1.3 ms of CPU
+// each on average (the first 27-33 ms: interpreted and baseline-compiled code, cold piece cache), 0.2-0.3 ms
+// after this warm-up. A burst arriving then queues behind that on the tokenizer worker (src/admission/README.md,
 // "The demo's burst").
-// Cost: WARM_PROMPTS prompts of ~1,500 tokens per thread and per (tokenizer, template) pair, ~0.1-0.3 s of CPU
-// per thread at startup. A throwaway encoder holds the prompts, so the thread's segment and prefix caches
+// Cost: WARM_PROMPTS chat and completion prompts of ~1,500 tokens per thread and per (tokenizer, template)
+// pair at startup: ~90 ms of CPU for Llama 3.1 (`node --import tsx` a script timing warmPromptPath with
+// process.cpuUsage). A throwaway encoder holds the prompts, so the thread's segment and prefix caches
 // start empty; only the thread's piece cache keeps the words' pieces (common English words, digit runs:
 // pieces real prompts use; it is two-generational, so they age out when unused).
 // Thread: any (the acceptor's inline path and each tokenize worker). Setup only.
