@@ -5,7 +5,7 @@
 // after this warm-up. A burst arriving then queues behind that on the tokenizer worker (src/admission/README.md,
 // "The demo's burst").
 // Cost: WARM_PROMPTS chat and completion prompts of ~1,500 tokens per thread and per (tokenizer, template)
-// pair at startup: ~90 ms of CPU for Llama 3.1 (`node --import tsx` a script timing warmPromptPath with
+// pair at startup: 50-70 ms of CPU for Llama 3.1 (`node --import tsx` a script timing warmPromptPath with
 // process.cpuUsage). A throwaway encoder holds the prompts, so the thread's segment and prefix caches
 // start empty; only the thread's piece cache keeps the words' pieces (common English words, digit runs:
 // pieces real prompts use; it is two-generational, so they age out when unused).
@@ -14,8 +14,11 @@ import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import type { PromptRefs } from './pool-refs.ts';
 import type { ChatMessage, PromptWork } from './types.ts';
 
-/** Prompts encoded per (tokenizer, template) pair: enough for V8 to optimise the per-prompt functions. */
-export const WARM_PROMPTS = 24;
+/**
+ * Prompts encoded per (tokenizer, template) pair: enough for V8 to optimise the per-prompt functions. 24 did no
+ * better on the demo's prompts (0.2-0.4 ms each after either) and cost twice the startup CPU.
+ */
+export const WARM_PROMPTS = 8;
 const WORDS_PER_PROMPT = 900;
 const WORDS = [
   'the', 'report', 'shows', 'that', 'revenue', 'grew', 'in', 'every', 'quarter', 'while', 'costs', 'fell',
