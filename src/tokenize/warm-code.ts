@@ -1,8 +1,8 @@
 // Runs the prompt path (chat render, segment fingerprints, BPE through the piece cache and tiktoken's WASM,
 // chained block hashes) on synthetic prompts at setup, so that V8 has optimised it before the first request.
-// Why: on a fresh thread the overload demo's 61 distinct ~1,500-token chat prompts cost 1.1-1.3 ms of CPU
-// each on average (the first 27-33 ms: interpreted and baseline-compiled code, cold piece cache), 0.2-0.3 ms
-// after this warm-up. A burst arriving then queues behind that on the tokenizer worker (src/admission/README.md,
+// Why: on a fresh thread the first of the overload demo's distinct ~1,500-token chat prompts costs 27-33 ms of
+// CPU and the next 60 0.6-0.8 ms each (interpreted and baseline-compiled code, cold piece cache); after this
+// warm-up they cost 0.2-0.3 ms each. A burst arriving then queues behind that on the tokenizer worker (src/admission/README.md,
 // "The demo's burst").
 // Cost: WARM_PROMPTS chat and completion prompts of ~1,500 tokens per thread and per (tokenizer, template)
 // pair at startup: 50-70 ms of CPU for Llama 3.1 (`node --import tsx` a script timing warmPromptPath with
