@@ -117,3 +117,13 @@ export function checkPoolTokenizer(pool: PoolTokenizerFields): void {
 export function poolTokenizerRefs(pools: readonly PoolTokenizerFields[]): TokenizerRef[] {
   return [...new Set(pools.map((p) => promptRefs(p).tokenizer))];
 }
+
+/** The distinct (tokenizer, template) pairs the pools use: what the prompt path is warmed on (warm-code.ts). */
+export function poolPromptRefs(pools: readonly PoolTokenizerFields[]): PromptRefs[] {
+  const byKey = new Map<string, PromptRefs>();
+  for (const p of pools) {
+    const refs = promptRefs(p);
+    byKey.set(`${refs.tokenizer}\n${refs.template}`, refs);
+  }
+  return [...byKey.values()];
+}

@@ -10,6 +10,7 @@ import {
   type WorkerTask,
 } from './protocol.ts';
 import { ChatTemplateError } from './chat-template.ts';
+import type { PromptRefs } from './pool-refs.ts';
 import { AbortError, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import { TOKENIZER_YOUNG_GENERATION_MB, workerExecArgv } from '../util/spawn-worker.ts';
 
@@ -79,10 +80,13 @@ export class TokenizePool {
     });
   }
 
-  /** Builds the given tokenizers in every worker (one warm-up task per worker, submitted together). */
-  async warmup(tokenizers: readonly TokenizerRef[]): Promise<void> {
+  /**
+   * Builds the given tokenizers in every worker and runs the prompt path of each `warm` pair there
+   * (warm-code.ts); one warm-up task per worker, submitted together.
+   */
+  async warmup(tokenizers: readonly TokenizerRef[], warm: readonly PromptRefs[] = []): Promise<void> {
     const tasks: Promise<unknown>[] = [];
-    for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }));
+    for (let i = 0; i < this.threads; i++) tasks.push(this.piscina.run({ type: 'warmup', tokenizers, warm, cacheBytes: this.cacheBytesPerWorker, metricsChannel: this.metricsChannel }));
     await Promise.all(tasks);
   }
 

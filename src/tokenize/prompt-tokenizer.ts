@@ -9,10 +9,11 @@
 // Setup: create() builds the tokenizers and WASM hasher on this thread and in every worker (~1 s each).
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
-import { promptRefs } from './pool-refs.ts';
+import { promptRefs, type PromptRefs } from './pool-refs.ts';
 import { TokenizePool, type PoolCounters } from './pool.ts';
 import { replyBlockHashes } from './reply-hashes.ts';
 import { getTokenizer } from './tokenizer.ts';
+import { warmPromptPath } from './warm-code.ts';
 import { AbortError, type ChatMessage, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
@@ -56,6 +57,11 @@ export interface PromptTokenizerOptions {
   trackCache?: (bytes: () => number) => void;
   /** GatewayMetrics.workerChannel: workers record their task run time there. */
   metricsChannel?: string | null;
+  /**
+   * (tokenizer, template) pairs whose prompt path is run on synthetic prompts at setup, on this thread and in
+   * every worker, so that the first requests find it optimised (warm-code.ts); default none.
+   */
+  warm?: readonly PromptRefs[];
 }
 
 export interface PromptTokenizerStats extends PoolCounters {
@@ -102,7 +108,12 @@ export class PromptTokenizer {
     let pool: TokenizePool | null = null;
     if (cfg.threads > 0) {
       pool = new TokenizePool(cfg.threads, cfg.cache_bytes / (cfg.threads + 1), opts.metricsChannel ?? null);
-      await pool.warmup(tokenizers);
+      // The workers warm while this thread does.
+      const workers = pool.warmup(tokenizers, opts.warm ?? []);
+      warmPromptPath(opts.warm ?? []);
+      await workers;
+    } else {
+      warmPromptPath(opts.warm ?? []);
     }
     return new PromptTokenizer(cfg, pool, opts);
   }
@@ -114,6 +125,7 @@ export class PromptTokenizer {
   static async withRunner(cfg: GatewayConfig['tokenizer'], runner: TokenizeRunner | null, options: PromptTokenizerOptions = {}): Promise<PromptTokenizer> {
     await initBlockHasher();
     for (const name of options.tokenizers ?? ['llama3']) getTokenizer(name);
+    warmPromptPath(options.warm ?? []);
     return new PromptTokenizer(cfg, runner, options);
   }
 

@@ -9,6 +9,7 @@
 // while queued costs microseconds) and every few thousand pieces while encoding. We never pass the
 // AbortSignal to Piscina, because Piscina aborts a running task by terminating its worker, which would
 // throw away the worker's caches and cost a ~1 s tokenizer rebuild.
+import type { PromptRefs } from './pool-refs.ts';
 import type { PromptWork, ReplyWork, TokenizerRef } from './types.ts';
 
 export interface TokenizeTask {
@@ -25,6 +26,8 @@ export interface TokenizeTask {
 export interface WarmupTask {
   type: 'warmup';
   tokenizers: readonly TokenizerRef[];
+  /** (tokenizer, template) pairs whose prompt path the worker runs on synthetic prompts (warm-code.ts). */
+  warm: readonly PromptRefs[];
   cacheBytes: number;
   metricsChannel: string | null;
 }

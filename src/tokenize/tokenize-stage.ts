@@ -4,12 +4,12 @@
 // Thread: main. Setup only.
 import type { GatewayConfig } from '../config/schema.ts';
 import type { GatewayMetrics } from '../metrics/metrics.ts';
-import { poolTokenizerRefs } from './pool-refs.ts';
+import { poolPromptRefs, poolTokenizerRefs } from './pool-refs.ts';
 import { PromptTokenizer } from './prompt-tokenizer.ts';
 
 export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics): Promise<PromptTokenizer> {
   return PromptTokenizer.create(cfg.tokenizer, {
-    tokenizers: poolTokenizerRefs(cfg.pools),
+    tokenizers: poolTokenizerRefs(cfg.pools), warm: poolPromptRefs(cfg.pools),
     inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
     metricsChannel: metrics.workerChannel,
   });

@@ -14,6 +14,7 @@ import {
   type TokenizeTask, type WorkerTask,
 } from './protocol.ts';
 import { getTokenizer } from './tokenizer.ts';
+import { warmPromptPath } from './warm-code.ts';
 import { AbortError } from './types.ts';
 
 function statusOnly(status: ResultStatus): Float64Array {
@@ -64,6 +65,7 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
       case 'warmup':
         setup(task);
         for (const name of task.tokenizers) getTokenizer(name);
+        warmPromptPath(task.warm);
         return true;
       case 'tokenize':
         return transferResult(runTokenize(task));
