@@ -14,7 +14,7 @@ import type { MetricsChannelMessage } from '../metrics/worker-metrics.ts';
 import { RegistryMirror } from '../registry/registry-mirror.ts';
 import { PrefixIndex } from '../router/prefix-index.ts';
 import { EventsPrefixIndex } from '../router/events-prefix-index.ts';
-import { poolTokenizerRefs } from '../tokenize/pool-refs.ts';
+import { poolPromptRefs, poolTokenizerRefs } from '../tokenize/pool-refs.ts';
 import { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import { UpstreamClient } from '../upstream/upstream-client.ts';
 import { UsageRecorder } from '../usage/usage-recorder.ts';
@@ -37,7 +37,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
     (message) => log.warn({ component: 'registry' }, message));
   const inflightCells = new Int32Array(data.inflightBuffer);
   const tokenizer = await PromptTokenizer.withRunner(cfg.tokenizer, data.remotePool ? new RemoteTokenizePool(caller) : null, {
-    tokenizers: poolTokenizerRefs(cfg.pools), inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
+    tokenizers: poolTokenizerRefs(cfg.pools), warm: poolPromptRefs(cfg.pools), inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,
   });
   const upstream = new UpstreamClient(cfg.upstream);
   // Memory backend: acquire and settle run here, on the process's one table (each thread renews the leases it holds).
