@@ -9,3 +9,10 @@ export function fmix32(h: number): number {
   h ^= h >>> 16;
   return h >>> 0;
 }
+
+const TWO_POW_32 = 4294967296;
+
+/** Bucket of a 53-bit hash in a power-of-two table of `mask + 1` buckets: both 32-bit halves mixed, then fmix32. */
+export function bucketOf53(hash: number, mask: number): number {
+  return fmix32((hash >>> 0) ^ Math.imul(Math.floor(hash / TWO_POW_32) | 0, 0x9e3779b1)) & mask;
+}

@@ -5,21 +5,11 @@
 // evictions and lookups per simulated run (Mooncake: ~1,000 blocks a prompt, 40 replicas) that was a fifth
 // of the simulator's CPU and much of its garbage.
 // Thread: any one (not shared). Hot path: get/set/delete O(1) expected, no allocation except when growing.
+import { bucketOf53 as bucketOf } from '../../util/fmix32.ts';
 
 const EMPTY = -1;
 const MIN_SIZE = 16;
-const TWO_POW_32 = 4294967296;
 
-/** Bucket of a 53-bit hash in a power-of-two table: both 32-bit halves mixed (MurmurHash3's finaliser). */
-function bucketOf(hash: number, mask: number): number {
-  let h = (hash >>> 0) ^ Math.imul(Math.floor(hash / TWO_POW_32) | 0, 0x9e3779b1);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h & mask;
-}
 
 export class HashIntMap {
   private keys: Float64Array;

@@ -12,6 +12,7 @@
 // reads one cache line; the simulator's 40 engines of 27,648 blocks keep 40 MiB of tables, far past any
 // cache. A Map keyed by 53-bit numbers boxes every key and rehashes as it fills; in the fleet simulator
 // (millions of cache insertions and evictions) that was a third of all CPU and most of the garbage.
+import { bucketOf53 as bucketOf } from '../../../src/util/fmix32.ts';
 
 const NO_BLOCK = -1;
 
@@ -25,16 +26,6 @@ export interface BlockPoolListener {
   removed(hash: number, blockId: number): void;
 }
 
-/** Bucket of a 53-bit hash in a power-of-two table: both 32-bit halves mixed (MurmurHash3's finaliser). */
-function bucketOf(hash: number, mask: number): number {
-  let h = (hash >>> 0) ^ Math.imul(Math.floor(hash / 4294967296) | 0, 0x9e3779b1);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h & mask;
-}
 
 export class BlockPool {
   /** Including the null block 0. */
