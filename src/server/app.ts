@@ -160,7 +160,7 @@ export class GatewayServer {
         if (attempt % 25 === 1) log().error({ ...where, attempt }, 'cannot listen again on the port; retrying');
       },
       unavailable: (reason) => log().warn({ ...where, reason }, 'open-file limit guard off'),
-    });
+    }, undefined, undefined, this.services.cfg.server.threads);
     this.guard.start();
   }
 

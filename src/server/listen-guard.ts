@@ -63,7 +63,13 @@ export class ListenGuard {
   private failures = 0;
   private readonly held: number[] = [];
 
-  constructor(private readonly hooks: ListenGuardHooks, readonly margin = resumeMargin(openFileLimit()), private readonly intervalMs = PROBE_INTERVAL_MS) {}
+  /**
+   * `pauseBelow`: pause when fewer descriptors than this are free. With N acceptor threads it is N: each
+   * thread that pauses closes its listen socket and so frees one descriptor, which a thread probing after it
+   * would otherwise find free and keep listening on (a thread whose accept queue is empty never takes it),
+   * while the process has nothing left for the connections that thread would accept next.
+   */
+  constructor(private readonly hooks: ListenGuardHooks, readonly margin = resumeMargin(openFileLimit()), private readonly intervalMs = PROBE_INTERVAL_MS, private readonly pauseBelow = 1) {}
 
   start(): void {
     if (this.timer !== null) return;
@@ -84,9 +90,9 @@ export class ListenGuard {
   /** One probe; the timer calls it, tests may too. */
   probe(): void {
     if (!this.isPaused) {
-      const free = this.free(1);
+      const free = this.free(this.pauseBelow);
       if (free === BROKEN) return;
-      if (free > 0) return;
+      if (free >= this.pauseBelow) return;
       this.hooks.close();
       this.isPaused = true;
       this.failures = 0;

@@ -158,7 +158,9 @@ for (const threads of [1, 2]) {
     const how = [...new Set(reset.map((o) => o.ended!.how))].join(',');
     t.diagnostic(`queued connections ended at the pause: ${reset.length} of ${n} (${how}), the rest stay open`);
     assert.ok(reset.length >= EXTRA - 40 && reset.length <= EXTRA + 40, `${reset.length} queued connections reset`);
-    assert.ok(reset.every((o) => o.ended!.how === 'ECONNRESET'), how);
+    // Reset from the accept queue, or refused when the handshake's SYN came after the socket closed: either is
+    // an answer at once, none hangs.
+    assert.ok(reset.every((o) => o.ended!.how === 'ECONNRESET' || o.ended!.how === 'ECONNREFUSED'), how);
 
     // Paused: the loop idles (it spun at 0.6-0.8 s of CPU per second per thread before the guard).
     const cpu0 = cpuSeconds(pid);

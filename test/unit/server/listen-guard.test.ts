@@ -57,3 +57,39 @@ test('resume margin: 1/16 of the open-file limit, 32 to 256', () => {
   assert.equal(resumeMargin(1024), 64);
   assert.equal(resumeMargin(20_000), 256);
 });
+
+const CHILD_TWO = `
+import { closeSync, openSync } from 'node:fs';
+const { ListenGuard } = await import(${JSON.stringify(GUARD)});
+const events = [];
+const hooks = (name) => ({
+  close: () => events.push(name + ' close'),
+  listen: () => true,
+  paused: () => events.push(name + ' paused'),
+  resumed: () => events.push(name + ' resumed'),
+  relistenFailed: () => undefined,
+  unavailable: (reason) => events.push('unavailable ' + reason),
+});
+// Two acceptor threads' guards (pauseBelow 2). Thread A's listen socket stands for one descriptor it frees
+// when it pauses: after the table is full, A pauses and closes it; B probes next and finds that one free.
+const a = new ListenGuard(hooks('a'), 8, 200, 2);
+const b = new ListenGuard(hooks('b'), 8, 200, 2);
+const held = [];
+try { for (;;) held.push(openSync('/dev/null', 'r')); } catch (e) { events.push('filled ' + e.code); }
+const listenA = held.pop();
+a.probe();
+closeSync(listenA);
+events.push('a freed one');
+b.probe();
+events.push('b ' + (b.paused ? 'paused' : 'listening'));
+console.log(JSON.stringify(events));
+`;
+
+test('with two acceptor threads, the second pauses though the first one\'s closed listen socket left a descriptor free', () => {
+  const out = execFileSync('sh', ['-c', 'ulimit -n 64 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, CHILD_TWO], {
+    cwd: new URL('../../../', import.meta.url).pathname, encoding: 'utf8',
+  });
+  assert.deepEqual(JSON.parse(out.trim().split('\n').pop()!), [
+    'filled EMFILE', 'a close', 'a paused', 'a freed one', 'b close', 'b paused', 'b paused',
+  ]);
+});
