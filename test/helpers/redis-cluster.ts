@@ -137,12 +137,21 @@ export async function connectTestCluster(): Promise<TestCluster> {
       return p;
     },
     close: async () => {
-      for (const { port } of (await clusterNodes()).filter((n) => n.master && !n.failed)) {
-        const keys = await withNode(port, (c) => Promise.all(prefixes.map((p) => c.keys(`${p}:*`))));
-        // one DEL per key: keys of different tenants live in different slots
-        for (const key of keys.flat()) await client.del(key);
-      }
-      await closeRedisClient(client);
+      const cleanup = async (): Promise<void> => {
+        for (const { port } of (await clusterNodes()).filter((n) => n.master && !n.failed)) {
+          const keys = await withNode(port, (c) => Promise.all(prefixes.map((p) => c.keys(`${p}:*`))));
+          // one DEL per key: keys of different tenants live in different slots
+          for (const key of keys.flat()) await client.del(key);
+        }
+      };
+      // After a master was killed the client may hold a command that waits on a slot map it never refreshes:
+      // the cleanup gets 15 s, then the client is dropped either way, so the test process can exit.
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<void>((resolve) => { timer = setTimeout(resolve, 15_000); });
+      await Promise.race([cleanup().catch(() => undefined), gaveUp]);
+      clearTimeout(timer);
+      await Promise.race([closeRedisClient(client), new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())]);
+      client.disconnect(false);
     },
   };
 }
