@@ -4,8 +4,9 @@
 // 0.6-0.8 s of CPU per second with one thread, 1.5 s per second with two). Closing the listen socket stops
 // that; re-listening on the same port once `margin` descriptors are free resumes.
 //
-// Detection: every PROBE_INTERVAL_MS this thread opens /dev/null and closes it. EMFILE (or ENFILE) means the
-// process has no descriptor left. It needs no descriptor of its own to answer, which is the point: reading
+// Detection: every PROBE_INTERVAL_MS this thread opens /dev/null (as many times as there are acceptor threads,
+// `pauseBelow`) and closes it. EMFILE (or ENFILE) before that many means the process is out of descriptors,
+// less the listen sockets other threads have closed. It needs no descriptor of its own to answer, which is the point: reading
 // /proc/self/fd needs one. Cost, measured: 2.6 µs for the open and close, 5 times a second per thread; at the
 // limit the failing open costs 7.8 µs (Node builds an Error). While paused, a probe opens up to `margin`
 // descriptors, stopping at the first EMFILE (the usual answer while idle connections still hold them), and
