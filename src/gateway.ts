@@ -24,6 +24,7 @@ import { createTokenizeStage } from './tokenize/tokenize-stage.ts';
 import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
 import { ClientConnectionCounter } from './metrics/client-connections.ts';
 import { FREE_PORT_ATTEMPTS, freePort } from './util/free-port.ts';
+import { prefaultPages } from './util/prefault.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
@@ -80,6 +81,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const usage = UsageRecorder.fromConfig(cfg);
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.
   const approximateIndex = new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: registry.ledger.slots });
+  // Its pages are faulted in now, not one per new block under a burst's decisions (src/util/prefault.ts).
+  prefaultPages(approximateIndex.buffer);
   // routing.prefix_index: events: a subscriber thread keeps an exact index from the replicas' KV events; the
   // router reads it for replicas whose stream is live and the approximate one for the rest.
   let kvEvents: KvEventsService | null = null;

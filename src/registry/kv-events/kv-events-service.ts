@@ -9,6 +9,7 @@ import { spawnWorker, POLLER_YOUNG_GENERATION_MB } from '../../util/spawn-worker
 import { EventsIndex, FALLBACK_REASONS, Stat, StreamState, type FallbackReasonName } from './events-index.ts';
 import type { FromKvEvents, KvEventsWorkerData, ToKvEvents } from './protocol.ts';
 import type { ReplicaAssignment, SubscriberConfig } from './subscriber.ts';
+import { prefaultPages } from '../../util/prefault.ts';
 
 const WORKER_URL = new URL('../../../workers/kv-events.worker.ts', import.meta.url);
 const RESTART_DELAY_MS = 1000;
@@ -41,6 +42,8 @@ export class KvEventsService {
     this.registry = registry;
     this.log = log;
     this.index = new EventsIndex({ entries: cfg.routing.kv_events_entries, slots: registry.ledger.slots });
+    // Before the subscriber thread shares it: its pages are faulted in now, not under a burst of events.
+    prefaultPages(this.index.buffer);
     const interval = cfg.registry.scrape_interval_ms;
     this.settings = {
       tickMs: interval, silenceTicks: cfg.routing.kv_events_silence_scrapes, replayTimeoutMs: Math.max(2000, 20 * interval),

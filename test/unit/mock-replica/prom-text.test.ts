@@ -1,7 +1,7 @@
 // Float and label formatting of the mock's /metrics, checked against what Python's prometheus_client prints.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { goFloat, labelText, pyRepr } from '../../mock-replica/prom-text.ts';
+import { goFloat, labelText, PromWriter, pyRepr } from '../../mock-replica/prom-text.ts';
 
 void test('pyRepr matches Python repr(float)', () => {
   const cases: Array<[number, string]> = [
@@ -24,4 +24,27 @@ void test('labels are sorted by name and values escaped', () => {
   assert.equal(labelText({ model_name: 'm', le: '0.1', engine: '0' }), '{engine="0",le="0.1",model_name="m"}');
   assert.equal(labelText({ a: 'x"y\\z\n' }), '{a="x\\"y\\\\z\\n"}');
   assert.equal(labelText({}), '');
+});
+
+void test('a histogram renders the same text on every scrape (bucket label text built once per series)', () => {
+  const render = (counts: number[], count: number, sum: number): string => {
+    const w = new PromWriter();
+    w.histogram('vllm:time_to_first_token_seconds', 'TTFT.', { model_name: 'm', engine: '0' }, { buckets: [0.001, 0.5, 2560], counts, count, sum }, 1762300000);
+    return w.text();
+  };
+  const want = (c: [number, number, number], count: string, sum: string): string => [
+    '# HELP vllm:time_to_first_token_seconds TTFT.', '# TYPE vllm:time_to_first_token_seconds histogram',
+    `vllm:time_to_first_token_seconds_bucket{engine="0",le="0.001",model_name="m"} ${c[0]}.0`,
+    `vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="m"} ${c[1]}.0`,
+    `vllm:time_to_first_token_seconds_bucket{engine="0",le="2560.0",model_name="m"} ${c[2]}.0`,
+    `vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} ${count}`,
+    `vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} ${count}`,
+    `vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} ${sum}`,
+    '# HELP vllm:time_to_first_token_seconds_created TTFT.', '# TYPE vllm:time_to_first_token_seconds_created gauge',
+    'vllm:time_to_first_token_seconds_created{engine="0",model_name="m"} 1.7623e+09', '',
+  ].join('\n');
+  assert.equal(render([0, 2, 3], 3, 0.75), want([0, 2, 3], '3.0', '0.75'));
+  assert.equal(render([1, 5, 9], 9, 12.5), want([1, 5, 9], '9.0', '12.5'));
+  // From 1e6 on a count is written in exponent form, in every bucket line as in the count.
+  assert.match(render([0, 0, 2000000], 2000000, 3), /le="2560\.0",model_name="m"\} 2e\+06\n.*le="\+Inf",model_name="m"\} 2e\+06\n/);
 });
