@@ -56,12 +56,12 @@ export function labelText(labels: Record<string, string>): string {
 }
 
 /**
- * Per histogram series (name and labels): each bucket's `name_bucket{…,le="…"} ` prefix, built once per process.
- * A scrape renders every bucket of every histogram; building the label text per bucket per scrape (sort,
- * escape, Python float repr of `le`) made the mock's /metrics cost ~5 % of a core at the gateway's 100 ms
- * scrape interval. Bounded by the series a mock exposes (a few dozen).
+ * Per histogram series: each bucket's `name_bucket{…,le="…"} ` prefix, built on the series' first scrape. A scrape
+ * renders every bucket of every histogram; building the label text per bucket per scrape (sort, escape, Python
+ * float repr of `le`) made the mock's /metrics cost ~5 % of a core at the gateway's 100 ms scrape interval.
+ * Keyed by the labels object (a replica passes the same one every scrape), then name and bucket count.
  */
-const bucketPrefixes = new Map<string, string[]>();
+const bucketPrefixes = new WeakMap<Record<string, string>, Map<string, string[]>>();
 
 export class PromWriter {
   private out = '';
@@ -90,12 +90,13 @@ export class PromWriter {
   /** `h.counts` are cumulative (counts[i] = observations <= buckets[i]). */
   histogram(name: string, help: string, labels: Record<string, string>, h: HistogramSnapshot, createdSeconds: number): void {
     this.header(name, help, 'histogram');
-    const key = `${name}${labelText(labels)}|${h.buckets.join(',')}`;
-    let prefixes = bucketPrefixes.get(key);
-    if (prefixes === undefined) {
+    let series = bucketPrefixes.get(labels);
+    if (series === undefined) bucketPrefixes.set(labels, series = new Map());
+    let prefixes = series.get(name);
+    if (prefixes === undefined || prefixes.length !== h.buckets.length + 1) {
       prefixes = h.buckets.map((b) => `${name}_bucket${labelText({ ...labels, le: goFloat(b) })} `);
       prefixes.push(`${name}_bucket${labelText({ ...labels, le: '+Inf' })} `);
-      bucketPrefixes.set(key, prefixes);
+      series.set(name, prefixes);
     }
     for (let i = 0; i < h.buckets.length; i++) this.out += `${prefixes[i]!}${goFloat(h.counts[i]!)}\n`;
     this.out += `${prefixes[h.buckets.length]!}${goFloat(h.count)}\n`;

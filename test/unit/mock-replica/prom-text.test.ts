@@ -27,9 +27,10 @@ void test('labels are sorted by name and values escaped', () => {
 });
 
 void test('a histogram renders the same text on every scrape (bucket label text built once per series)', () => {
+  const labels = { model_name: 'm', engine: '0' }; // one object, as a replica passes: the second render reads the cache
   const render = (counts: number[], count: number, sum: number): string => {
     const w = new PromWriter();
-    w.histogram('vllm:time_to_first_token_seconds', 'TTFT.', { model_name: 'm', engine: '0' }, { buckets: [0.001, 0.5, 2560], counts, count, sum }, 1762300000);
+    w.histogram('vllm:time_to_first_token_seconds', 'TTFT.', labels, { buckets: [0.001, 0.5, 2560], counts, count, sum }, 1762300000);
     return w.text();
   };
   const want = (c: [number, number, number], count: string, sum: string): string => [
