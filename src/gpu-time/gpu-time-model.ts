@@ -232,6 +232,7 @@ export class GpuTimeModel {
     const disp = this.dispatchedWork[slot]!;
     this.q.set(now, out.stepMs, STREAM_TPOT_MARGIN * fig.tpotTargetMs, rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
     out.harm = this.streams.harm(slot, this.q);
+    out.harmClearMs = this.streams.clearMs;
     return out;
   }
 

@@ -114,12 +114,20 @@ export class StreamSlack {
     }
   }
 
+  /**
+   * After harm(): when the last stream it harms would end with no new work sent there, ms from now (0 when it
+   * harms none): its tokens left at the step, the stall of the queue ahead, and a stream still prefilling
+   * waits for the work before it first. What admission waits for before the request fits.
+   */
+  clearMs = 0;
+
   /** How many streams on `slot` the request's prefill would push past q.targetMs (see the header). */
   harm(slot: number, q: SlackQuery): number {
     const chunkMs = q.chunk / q.rate;
     const aheadMs = q.backlog / q.rate;
     const ownMs = q.own / q.rate;
     let count = 0;
+    let clear = 0;
     for (let id = this.head[slot]!; id >= 0; id = this.next[id]!) {
       const gaps = this.gaps[id]!;
       if (gaps < 1) continue;
@@ -127,10 +135,14 @@ export class StreamSlack {
       let doneMs = 0;
       let left = gaps;
       let beforeMs = aheadMs;
+      let startMs = 0;
       if (Number.isNaN(first)) {
         const after = q.dispatched - this.workMark[id]!;
         const afterMs = (after > 0 ? after : 0) / q.rate;
-        if (afterMs < beforeMs) beforeMs = afterMs;
+        if (afterMs < beforeMs) {
+          startMs = beforeMs - afterMs;
+          beforeMs = afterMs;
+        }
       } else {
         doneMs = (q.done - this.firstDone[id]!) / q.rate;
         if (doneMs < 0) doneMs = 0;
@@ -141,8 +153,13 @@ export class StreamSlack {
       const cap = left * chunkMs;
       const before = beforeMs < cap ? beforeMs : cap;
       const withOwn = beforeMs + ownMs < cap ? beforeMs + ownMs : cap;
-      if (before <= slack && withOwn > slack) count++;
+      if (before <= slack && withOwn > slack) {
+        count++;
+        const end = startMs + left * q.stepMs + before;
+        if (end > clear) clear = end;
+      }
     }
+    this.clearMs = clear;
     return count;
   }
 
