@@ -7,8 +7,8 @@
 // upstream.connections_per_replica requests there, and its prefill would push none of the streams there past
 // their own TPOT target (t.harm, the model's per-stream slack, src/gpu-time/stream-slack.ts): the batch's mean
 // TPOT hides the short streams, which have few gaps to spread a 2k-token prompt's ~170 ms stall over. When
-// every replica would harm one, the request does not fit anywhere and admission queues it: the short streams
-// it would stall end within a few hundred ms, and it starts then (on the Azure code trace at 26 requests/s,
+// every replica would harm one, the request does not fit anywhere: admission queues it until those streams
+// end when that is within its allowance, else sheds it at arrival (on the Azure code trace at 26 requests/s,
 // admitted requests met their SLO 92-93 % of the time without it, 99 % with it). A candidate
 // that does not fit is chosen only when none does (the decision then says fits = false; admission queues).
 // Unknown KV (num_gpu_blocks not scraped) does not count against a candidate.
