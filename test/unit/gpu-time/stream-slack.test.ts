@@ -2,7 +2,8 @@
 // Hand-worked on the 8B defaults (12 equivalent tokens per ms, 2,048-token budget): a short stream cannot
 // absorb a 2k-token prompt's ~170 ms stall, a long one can; a stream about to end is unharmed; a stream
 // already doomed by the queue ahead is not counted (the request does not turn it into a miss); the model
-// reports it through predict() from its own dispatch and first-token hooks.
+// reports it through predict() from its own dispatch and first-token hooks; clearMs says when the streams
+// harmed will have ended (what admission waits for).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GpuPrediction, GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
@@ -27,7 +28,10 @@ void test('a short stream cannot absorb a 2k-token prefill; a long one can', () 
   s.first(long, 0, 0);
   const own = 2000; // 167 ms of prefill, one chunk's step
   assert.equal(s.harm(0, query(0, own)), 1);
+  // It ends after its 4 tokens left at 12 ms each: what admission waits for.
+  assert.equal(s.clearMs, 48);
   assert.equal(s.harm(1, query(0, own)), 0);
+  assert.equal(s.clearMs, 0);
   // 1,500 tokens (125 ms) still fit the short stream's 132 ms.
   assert.equal(s.harm(0, query(0, 1500)), 0);
 });
@@ -65,6 +69,8 @@ void test('a stream still prefilling sees only the work sent after it', () => {
   s.add(0, 5, 6000); // dispatched when the slot's work reached 6,000: nothing after it yet
   // The fluid holds 6,000 tokens (all before or including it): only the new request's prefill lands in its gaps.
   assert.equal(s.harm(0, query(0, 2000, 6000, 6000, 0)), 1);
+  // It ends once the 6,000 tokens before it are prefilled (500 ms) and its 4 gaps decoded (48 ms).
+  assert.equal(s.clearMs, 548);
   assert.equal(s.harm(0, query(0, 1000, 6000, 6000, 0)), 0);
   // 1,000 tokens sent after it already (83 ms): another 1,000 (83 ms) passes its 132 ms slack.
   assert.equal(s.harm(0, query(0, 1000, 7000, 7000, 0)), 1);
