@@ -153,6 +153,10 @@ export class PoolAdmission {
       }
     } else {
       waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
+      // Held back by streams its prefill would push past their TPOT (kv-aware's fit): it waits for them to end
+      // and one poll (the queue looks again only that often), not for KV to drain unless it is short of it;
+      // past its allowance it is shed now, not after waiting in vain.
+      if (judged !== undefined && !fit.ok && gf.p.harm > 0) waitMs = Math.max(room < t.needTokens ? waitMs : 0, gf.p.harmClearMs + deps.pollMs);
     }
     // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain.
     if (this.queue.length > 0 && this.missShare > 0.5 && !(waitMs > t.allowanceMs)) waitMs = t.allowanceMs + 1;

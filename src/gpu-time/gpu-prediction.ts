@@ -32,6 +32,10 @@ export class GpuPrediction {
   rhoArriving = 0;
   rhoOwn = 0;
   tpotMs = 0;
+  /** Streams there this request's prefill would push past their TPOT target (stream-slack.ts). */
+  harm = 0;
+  /** When the last of those streams would end, ms from now (StreamSlack.clearMs); 0 when it harms none. */
+  harmClearMs = 0;
   inflight = 0;
   /**
    * Nothing there the gateway cannot see: no sequence decoding (so no decode step in progress of unseen

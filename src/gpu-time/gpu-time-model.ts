@@ -1,23 +1,20 @@
 // The GPU-time model: what each replica's GPU will do with a request, in milliseconds. One instance per
 // gateway thread, shared by admission (src/admission/) and the kv-aware router; fed by the Router's feedback.
-//
-// A replica's engine runs steps back to back. Each step carries one token of every decoding sequence first,
-// then up to max_num_batched_tokens − batch tokens of prefill chunks, FCFS; it lasts
-//   decode step(batch, KV context) + prefill work in it / prefill rate.
-// So, for a request sent to a replica with B sequences decoding and W equivalent prefill tokens ahead of its
-// first token (the queue ahead plus its own uncached part):
+// An engine runs steps back to back; each carries one token of every decoding sequence, then up to
+// max_num_batched_tokens − batch tokens of prefill chunks, FCFS, and lasts decode step(batch, KV) + prefill
+// work in it / prefill rate. So for a request sent where B sequences decode and W equivalent prefill tokens
+// are ahead of its first token (the queue ahead plus its own uncached part):
 //   TTFT ≈ ceil(W / (budget − B)) × decode step(B + 1) + W / rate   (+ adapter load when not resident)
-// and over time, with ρ = prefill work arriving per ms / rate (the GPU's share spent prefilling), every
-// decoding sequence's TPOT ≈ decode step(batch) / (1 − ρ): TPOT grows with prefill load while KV sits empty.
-//
-// What it reads: the replica table (scraped running/waiting/KV, through KvEstimator) and the in-flight
-// ledger (this gateway's requests there). What it keeps per slot (typed arrays, no allocation per request):
-// the prefill queue as a fluid (work dispatched, drained at the rate the scheduler gives prefill at the
-// current batch, never more than the work dispatched after the last request to see its first token), the
-// prefill work arriving (a sum decaying with ARRIVAL_WINDOW_MS), and the learned figures: prefill rate
-// (prefill-rate.ts, from first tokens) and decode step (decode-fit.ts, from each stream's inter-token time
-// less the prefill the replica did meanwhile). src/gpu-time/README.md has the derivations and the error.
-// Thread: the acceptor. Hot path: predict() is one KvEstimator read, five ledger loads and ~30 flops.
+// and with ρ = prefill work arriving per ms / rate, the batch's TPOT ≈ decode step(batch) / (1 − ρ); per stream,
+// which streams its prefill would push past their target (stream-slack.ts).
+// It reads the replica table (scrape, through KvEstimator) and the in-flight ledger; it keeps per slot (typed
+// arrays, no allocation per request) the prefill queue as a fluid (drained at the scheduler's prefill rate at
+// the current batch, never more than the work sent after the last request to see its first token), the
+// prefill arriving (a sum decaying with ARRIVAL_WINDOW_MS), each stream's slack record, and the learned
+// figures: prefill rate (prefill-rate.ts, from first tokens) and decode step (decode-fit.ts, from inter-token
+// time less the prefill done meanwhile). src/gpu-time/README.md has the derivations and the error.
+// Thread: the acceptor. Hot path: predict() is one KvEstimator read, five ledger loads, ~30 flops and one
+// pass over the replica's streams.
 import type { GatewayConfig } from '../config/schema.ts';
 import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_RUNNING } from '../registry/inflight-ledger.ts';
 import { KvEstimator, KvState } from '../router/kv-estimate.ts';
@@ -26,6 +23,7 @@ import { DecodeFit } from './decode-fit.ts';
 import { GpuPrediction } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
+import { SlackQuery, StreamSlack } from './stream-slack.ts';
 
 /** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
 export { GpuPrediction };
@@ -53,6 +51,8 @@ const MIN_DECODE_SAMPLE_TOKENS = 8;
 export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
 /** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
 const MEAN_PROMPT_ALPHA = 0.05;
+/** Each stream is held to this share of the TPOT target in the per-stream slack (the step's jitter, the model's error). */
+export const STREAM_TPOT_MARGIN = 0.9;
 
 class PoolState {
   fig: PoolFigures;
@@ -71,6 +71,8 @@ export class GpuTimeModel {
   readonly kv: KvEstimator;
   readonly rates: PrefillRates;
   readonly decode: DecodeFit;
+  readonly streams: StreamSlack;
+  private readonly q = new SlackQuery();
   metrics: GpuTimeMetrics | null = null;
   private readonly fleet: FleetView;
   private readonly pools = new Map<string, PoolState>();
@@ -95,6 +97,7 @@ export class GpuTimeModel {
     this.kv = new KvEstimator(fleet, slots, staleMs);
     this.rates = new PrefillRates(slots);
     this.decode = new DecodeFit(slots);
+    this.streams = new StreamSlack(slots);
     this.backlog = new Float64Array(slots);
     this.backlogAt = new Float64Array(slots);
     this.drainPerMs = new Float64Array(slots);
@@ -132,10 +135,7 @@ export class GpuTimeModel {
     return { baseMs: d.baseMs(slot, fig), perSeqMs: d.perSeqMs(slot, fig), perKvTokenMs: d.perKvTokenMs(slot, fig) };
   }
 
-  /**
-   * The TTFT budget of a request: `tierMs` (or the pool's ttft_target_ms), and for a prompt over 4,000 tokens
-   * at least 1.25 × its TTFT on an idle replica (the SLO's rule for long prompts).
-   */
+  /** TTFT budget: `tierMs` (or the pool's target); over 4,000 prompt tokens at least 1.25 × the idle TTFT (the SLO's rule). */
   budgetMs(req: RouteRequest, tierMs?: number): number {
     const fig = this.pools.get(req.poolId)?.fig;
     const base = tierMs ?? req.ttftBudgetMs ?? fig?.ttftTargetMs ?? 400;
@@ -229,6 +229,10 @@ export class GpuTimeModel {
     if (rho > RHO_CAP) rho = RHO_CAP;
     out.rho = rho;
     out.tpotMs = out.stepMs / (1 - rho);
+    const disp = this.dispatchedWork[slot]!;
+    this.q.set(now, out.stepMs, STREAM_TPOT_MARGIN * fig.tpotTargetMs, rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
+    out.harm = this.streams.harm(slot, this.q);
+    out.harmClearMs = this.streams.clearMs;
     return out;
   }
 
@@ -272,16 +276,14 @@ export class GpuTimeModel {
     this.arrivalsAt[slot] = now;
     this.dispatchedWork[slot]! += own;
     d.gpuWorkMark = this.dispatchedWork[slot]!;
+    d.gpuStream = this.streams.add(slot, req.maxTokens, d.gpuWorkMark);
     this.ownPrefill[slot]! += uncachedOf(req, d, pool.fig.blockSize);
     this.ownPrefillWork[slot]! += own;
     const m = pool.meanPromptTokens;
     pool.meanPromptTokens = Number.isNaN(m) ? req.promptTokens : m + MEAN_PROMPT_ALPHA * (req.promptTokens - m);
   }
 
-  /**
-   * First token after `ttftMs` from dispatch. `streamed` false: a JSON reply, whose "first token" is its whole
-   * body, teaches nothing about prefill.
-   */
+  /** First token after `ttftMs` from dispatch; `streamed` false (a JSON reply: its whole body) teaches nothing. */
   firstToken(slot: number, req: RouteRequest, d: Decision, ttftMs: number, streamed: boolean): void {
     const pool = this.pools.get(req.poolId);
     if (pool === undefined) return;
@@ -293,6 +295,7 @@ export class GpuTimeModel {
     this.advance(slot, now);
     const after = this.dispatchedWork[slot]! - d.gpuWorkMark;
     if (this.backlog[slot]! > after) this.backlog[slot] = after > 0 ? after : 0;
+    this.streams.first(d.gpuStream, now, this.doneWork(slot, now));
     if (!streamed) return;
     d.gpuFirstAtMs = now;
     const st = this.st;
@@ -319,6 +322,8 @@ export class GpuTimeModel {
     const pool = this.pools.get(req.poolId);
     if (pool === undefined) return;
     const fig = pool.fig;
+    this.streams.remove(d.gpuStream);
+    d.gpuStream = -1;
     if (!d.gpuPrefilled) {
       // Ended before its first token: its prefill is no longer ours.
       this.release(slot, req, d, fig.blockSize);
@@ -345,6 +350,7 @@ export class GpuTimeModel {
     this.rates.reset(slot);
     this.decode.reset(slot);
     this.kv.reset(slot);
+    this.streams.reset(slot);
     this.backlog[slot] = 0;
     this.arrivals[slot] = 0;
     this.ownPrefill[slot] = 0;
@@ -372,11 +378,8 @@ export class GpuTimeModel {
   }
 
   /**
-   * Work prefilled there so far by the fluid's account: dispatched less still queued. Unlike counting work
-   * at its first token, it includes the chunks of a prefill still under way: a stream that ends inside a
-   * 100k-token prefill has had every step carry a chunk of it, and a decode-step sample that did not
-   * subtract them would teach the replica a step several times its own (then every request there looks
-   * TPOT-bound and admission sheds what that idle replica could serve).
+   * Work prefilled there so far by the fluid's account: dispatched less still queued, so the chunks of a
+   * prefill still under way count (a decode sample that missed them learned a step several times its own).
    */
   private doneWork(slot: number, now: number): number {
     return this.dispatchedWork[slot]! - this.advance(slot, now);

@@ -24,6 +24,8 @@ export class CandidateTable {
   readonly ownTtftMs: Float64Array;
   /** KV use after this request's new blocks, 0..1; NaN when the replica's num_gpu_blocks is unknown. */
   readonly kvAfter: Float64Array;
+  /** Streams there this request's prefill would push past their TPOT target (the GPU-time model's per-stream slack). */
+  readonly harm: Int32Array;
   readonly inflight: Int32Array;
   /** The ledger's outstanding tokens there, and what this request would add there (uncached + max_tokens). */
   readonly outstanding: Float64Array;
@@ -46,6 +48,7 @@ export class CandidateTable {
     this.budgetMs = new Float64Array(slots);
     this.ownTtftMs = new Float64Array(slots);
     this.kvAfter = new Float64Array(slots);
+    this.harm = new Int32Array(slots);
     this.inflight = new Int32Array(slots);
     this.outstanding = new Float64Array(slots);
     this.addTokens = new Float64Array(slots);

@@ -91,6 +91,8 @@ export class Decision {
   gpuFirstBatch = 0;
   gpuFirstKv = 0;
   gpuFirstDone = 0;
+  /** Its record in the model's per-stream slack registry (stream-slack.ts); -1 none. */
+  gpuStream = -1;
 
   reset(): void {
     this.slot = -1;
@@ -113,6 +115,7 @@ export class Decision {
     this.gpuFirstBatch = 0;
     this.gpuFirstKv = 0;
     this.gpuFirstDone = 0;
+    this.gpuStream = -1;
   }
 }
 

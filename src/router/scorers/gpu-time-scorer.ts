@@ -33,6 +33,7 @@ export class GpuTimeScorer {
       t.budgetMs[i] = budget;
       t.ownTtftMs[i] = p.ownTtftMs;
       t.kvAfter[i] = p.kvAfter;
+      t.harm[i] = p.harm;
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
       const uncached = req.promptTokens - matched * model.figures(req.poolId)!.blockSize;

@@ -135,3 +135,32 @@ test('any policy\'s pick is judged as it stands; kv-aware picks the replica that
   kv.ask('r', { promptTokens: 1000 });
   assert.equal(kindOf(kv, 'r'), 'admitted:b');
 });
+
+test('kv-aware holds a prompt back from the short stream it would stall: shed at arrival when the stream ends too late for its allowance, queued when it does not', () => {
+  const setup = (): Harness => {
+    const h = harness([big('a')], { gpuTime: true });
+    const policy = createPolicy({ ...h.cfg, routing: { ...h.cfg.routing, policy: 'kv-aware' } }, h.fleet, undefined, h.gpu);
+    (h.router as unknown as { policy: unknown }).policy = policy;
+    h.ask('short', { promptTokens: 160, maxTokens: 5 }); // a 5-token stream: ~140 ms of slack
+    const o = h.outcomes.get('short')!;
+    assert.ok(o.kind === 'admitted');
+    h.clock.advance(20);
+    h.router.firstToken({ poolId: 'p', adapter: null, promptTokens: 160, maxTokens: 5, blockHashes: new Float64Array(0), excluded: [] }, o.decision, 20);
+    return h;
+  };
+  // A 1,700-token prompt (~146 ms of prefill; predicted TTFT ~175 ms, within the limit) would push it past
+  // its TPOT. Standard tier: its allowance (half the 400 ms budget less its ~160 ms idle TTFT: 43 ms) is
+  // shorter than the stream's remaining ~56 ms plus a 100 ms poll: shed now, not after waiting in the queue.
+  const h = setup();
+  h.ask('big', { promptTokens: 1700, maxTokens: 20 });
+  const r = rejection(h, 'big');
+  assert.equal(r.code, 'server_overloaded');
+  assert.equal(r.queuedMs, 0, 'answered at arrival');
+  assert.equal(h.adm.pool('p').queueDepth, 0);
+  // Batch tier (10 s budget, a 4.8 s allowance): it waits for the stream to end, not for KV to drain (the
+  // KV estimate, its need at the pool's fallback drain rate, is 81 s: past the allowance).
+  const b = setup();
+  b.ask('big', { promptTokens: 1700, maxTokens: 20, tier: 'batch' });
+  assert.equal(b.outcomes.get('big'), undefined, 'queued');
+  assert.equal(b.adm.pool('p').queueDepth, 1);
+});

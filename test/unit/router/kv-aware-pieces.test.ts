@@ -81,16 +81,18 @@ void test('TTFT budget: a prompt over 4,000 tokens may take 1.25 × its idle TTF
   assert.ok(t.ttftMs[0]! <= t.budgetMs[0]!, 'an idle replica meets a long prompt\'s budget');
 });
 
-void test('headroom filter: KV after the request, TPOT after joining, TTFT within its budget, and the connection cap', () => {
+void test('headroom filter: KV after the request, TPOT after joining, TTFT within its budget, the connection cap, no stream harmed', () => {
   const f = new HeadroomFilter(0.15, 4);
-  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number, ttftMs?: number, budgetMs?: number]> = [
+  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number, ttftMs?: number, budgetMs?: number, harm?: number]> = [
     [0.5, 20, 0, 1], [0.85, 20, 0, 1], [0.86, 20, 0, 0], [Number.NaN, 20, 0, 1], [0.5, 50, 0, 1], [0.5, 50.1, 0, 0], [0.5, 20, 3, 1], [0.5, 20, 4, 0],
     [0.5, 20, 0, 1, 400, 400], [0.5, 20, 0, 0, 400.1, 400], [0.5, 20, 0, 1, 5000, 5500],
+    // a stream there pushed past its own TPOT target by this request's prefill: does not fit, whatever the rest
+    [0.5, 20, 0, 0, 100, 400, 1], [0.5, 20, 0, 1, 100, 400, 0],
   ];
   const t = new CandidateTable(rows.length);
   t.begin(rows.map((_, i) => i));
-  rows.forEach(([kv, step, inflight, , ttft, budget], i) => {
-    t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; t.ttftMs[i] = ttft ?? 100; t.budgetMs[i] = budget ?? 400;
+  rows.forEach(([kv, step, inflight, , ttft, budget, harm], i) => {
+    t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; t.ttftMs[i] = ttft ?? 100; t.budgetMs[i] = budget ?? 400; t.harm[i] = harm ?? 0;
   });
   f.mark(t, 50);
   assert.deepEqual([...t.fits.subarray(0, rows.length)], rows.map((r) => r[3]));

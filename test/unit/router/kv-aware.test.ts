@@ -272,3 +272,26 @@ void test('a hot prefix past its holder goes to the replica with the least predi
     assert.equal(next.why, 'prefix');
   }
 });
+
+void test('a prompt whose prefill would push a short stream past its TPOT goes where no stream is harmed; when every replica would, it does not fit', () => {
+  const { fleet, router, policy } = setup(['r0', 'r1']);
+  // r0: a 5-token stream decoding (4 gaps: about 130 ms of slack at a 45 ms target); r1: a 320-token prompt
+  // queued, no stream decoding. A 2,000-token prompt (~170 ms of prefill; a 1 s TTFT budget, so both fit it)
+  // is predicted faster on r0 and would stall the short stream past its target there.
+  const short = request(hashes(10, 1), { promptTokens: 160, maxTokens: 5, pinned: 0 });
+  router.firstToken(short, send(fleet, router, short), 20);
+  send(fleet, router, request(hashes(20, 2), { promptTokens: 320, maxTokens: 100, pinned: 1 }));
+  const big = request(hashes(0, 3), { promptTokens: 2000, maxTokens: 20, ttftBudgetMs: 1000 });
+  const p0 = policy.gpu.predict(big, 0, 0, new GpuPrediction());
+  const p1 = policy.gpu.predict(big, 1, 0, new GpuPrediction());
+  assert.ok(p0.ttftMs < p1.ttftMs, `${p0.ttftMs} ${p1.ttftMs}`);
+  assert.equal(p0.harm, 1);
+  assert.equal(p1.harm, 0);
+  const d = route(router, big);
+  assert.equal(d.slot, 1);
+  assert.ok(d.fits);
+  // A short stream on r1 as well: nowhere fits now (admission queues it until one of them ends).
+  const short1 = request(hashes(10, 4), { promptTokens: 160, maxTokens: 5, pinned: 1 });
+  router.firstToken(short1, send(fleet, router, short1), 20);
+  assert.equal(route(router, big).fits, false);
+});

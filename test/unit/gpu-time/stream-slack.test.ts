@@ -1,0 +1,113 @@
+// Per-stream TPOT slack in virtual time: which streams a new request's prefill pushes past their TPOT target.
+// Hand-worked on the 8B defaults (12 equivalent tokens per ms, 2,048-token budget): a short stream cannot
+// absorb a 2k-token prompt's ~170 ms stall, a long one can; a stream about to end is unharmed; a stream
+// already doomed by the queue ahead is not counted (the request does not turn it into a miss); the model
+// reports it through predict() from its own dispatch and first-token hooks; clearMs says when the streams
+// harmed will have ended (what admission waits for).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GpuPrediction, GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
+import { SlackQuery, StreamSlack } from '../../../src/gpu-time/stream-slack.ts';
+import { Decision } from '../../../src/router/types.ts';
+import { FixtureFleet, fixtureConfig, hashes, request } from '../router/fleet-fixture.ts';
+
+const RATE = 12;
+const CHUNK = 2040;
+
+function query(now: number, own: number, backlog = 0, dispatched = 0, done = 0): SlackQuery {
+  const q = new SlackQuery();
+  q.set(now, 12, 45, RATE, CHUNK, backlog, dispatched, done, own);
+  return q;
+}
+
+void test('a short stream cannot absorb a 2k-token prefill; a long one can', () => {
+  const s = new StreamSlack(2);
+  const short = s.add(0, 5, 0); // 4 gaps: slack 4 × (45 − 12) = 132 ms
+  s.first(short, 0, 0);
+  const long = s.add(1, 40, 0); // 39 gaps: slack 1,287 ms
+  s.first(long, 0, 0);
+  const own = 2000; // 167 ms of prefill, one chunk's step
+  assert.equal(s.harm(0, query(0, own)), 1);
+  // It ends after its 4 tokens left at 12 ms each: what admission waits for.
+  assert.equal(s.clearMs, 48);
+  assert.equal(s.harm(1, query(0, own)), 0);
+  assert.equal(s.clearMs, 0);
+  // 1,500 tokens (125 ms) still fit the short stream's 132 ms.
+  assert.equal(s.harm(0, query(0, 1500)), 0);
+});
+
+void test('a stream about to end sees at most one chunk per remaining step', () => {
+  const s = new StreamSlack(1);
+  const id = s.add(0, 5, 0);
+  s.first(id, 0, 0);
+  // 3 of its 4 gaps decoded (36 ms, no prefill since): one step left, so a 10k-token prefill stalls it by
+  // one chunk at most (170 ms) — still past its 132 ms slack.
+  assert.equal(s.harm(0, query(36, 10_000)), 1);
+  // All 4 gaps decoded: it is ending, nothing harms it.
+  assert.equal(s.harm(0, query(48, 10_000)), 0);
+  // A 60-token stream, 58 of 59 gaps done: one chunk (170 ms) fits its 1,947 ms slack.
+  const t = new StreamSlack(1);
+  const j = t.add(0, 60, 0);
+  t.first(j, 0, 0);
+  assert.equal(t.harm(0, query(58 * 12, 10_000)), 0);
+});
+
+void test('prefill already absorbed counts against the slack; one already doomed is not counted', () => {
+  const s = new StreamSlack(1);
+  const id = s.add(0, 9, 0); // 8 gaps: slack 264 ms
+  s.first(id, 0, 0);
+  // 100 ms of prefill done since its first token (1,200 tokens): 164 ms left, a 2,000-token prompt (167 ms) harms it.
+  assert.equal(s.harm(0, query(100, 2000, 0, 1200, 1200)), 1);
+  // Without that prefill done, it would fit.
+  assert.equal(s.harm(0, query(0, 2000)), 0);
+  // 4,000 tokens (333 ms) queued ahead already push it past: the request changes nothing for it.
+  assert.equal(s.harm(0, query(0, 2000, 4000, 4000, 0)), 0);
+});
+
+void test('a stream still prefilling sees only the work sent after it', () => {
+  const s = new StreamSlack(1);
+  s.add(0, 5, 6000); // dispatched when the slot's work reached 6,000: nothing after it yet
+  // The fluid holds 6,000 tokens (all before or including it): only the new request's prefill lands in its gaps.
+  assert.equal(s.harm(0, query(0, 2000, 6000, 6000, 0)), 1);
+  // It ends once the 6,000 tokens before it are prefilled (500 ms) and its 4 gaps decoded (48 ms).
+  assert.equal(s.clearMs, 548);
+  assert.equal(s.harm(0, query(0, 1000, 6000, 6000, 0)), 0);
+  // 1,000 tokens sent after it already (83 ms): another 1,000 (83 ms) passes its 132 ms slack.
+  assert.equal(s.harm(0, query(0, 1000, 7000, 7000, 0)), 1);
+});
+
+void test('removed streams and a reset slot harm nothing; records are reused', () => {
+  const s = new StreamSlack(1);
+  const ids: number[] = [];
+  for (let i = 0; i < 600; i++) ids.push(s.add(0, 5, 0));
+  assert.equal(s.harm(0, query(0, 2000)), 600);
+  for (let i = 0; i < 300; i++) s.remove(ids[i]!);
+  s.remove(ids[0]!); // twice: no effect
+  assert.equal(s.harm(0, query(0, 2000)), 300);
+  s.reset(0);
+  assert.equal(s.harm(0, query(0, 2000)), 0);
+  const again = s.add(0, 5, 0);
+  assert.ok(again < 600, String(again));
+  assert.equal(s.harm(0, query(0, 2000)), 1);
+});
+
+void test('the model counts a short stream on a replica through its hooks, and forgets it at its end', () => {
+  const cfg = fixtureConfig(['a', 'b']);
+  const fleet = new FixtureFleet(['a', 'b']);
+  const model = new GpuTimeModel(cfg.pools, fleet, 5000);
+  const shortReq = request(hashes(10, 1), { promptTokens: 160, maxTokens: 5 });
+  const d = new Decision();
+  d.slot = 0;
+  fleet.ledger.dispatch(0, 160, 5, 11);
+  model.dispatched(0, shortReq, d);
+  fleet.now += 20;
+  model.firstToken(0, shortReq, d, 20, true);
+  const big = request(hashes(125, 2), { promptTokens: 2000 });
+  const p = model.predict(big, 0, 0, new GpuPrediction());
+  assert.equal(p.harm, 1);
+  assert.equal(model.predict(big, 1, 0, new GpuPrediction()).harm, 0);
+  // A short prompt's prefill (a few ms) fits the stream's slack.
+  assert.equal(model.predict(request(hashes(4, 3), { promptTokens: 64 }), 0, 0, new GpuPrediction()).harm, 0);
+  model.ended(0, shortReq, d, 5);
+  assert.equal(model.predict(big, 0, 0, new GpuPrediction()).harm, 0);
+});
