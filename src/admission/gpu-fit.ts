@@ -2,7 +2,8 @@
 // TTFT budget without pushing its batch past the TPOT target, and if not, how long until it could?
 //   budget   = the tier's TTFT (admission.ttft_ms_by_tier; prompts over 4,000 tokens at least 1.25 × their
 //              idle-replica TTFT) less the time already spent in the admission queue
-//   fits     = predicted TTFT ≤ limit and predicted TPOT ≤ tpot_margin × the pool's tpot_target_ms, where
+//   fits     = predicted TTFT ≤ limit, predicted TPOT ≤ tpot_margin × the pool's tpot_target_ms and no stream
+//              there pushed past its own TPOT target by this request's prefill (GpuPrediction.harm), where
 //              limit = max(ttft_margin × budget, 1.05 × own), own being the request's TTFT there with nothing
 //              queued ahead (ttftLimitMs): a request whose own prefill takes most of its budget is served
 //              where nothing is queued ahead of it; once queued, the budget left is the limit
@@ -15,7 +16,9 @@
 //              with none of it, holding a request to half its budget only sheds what the replica would serve
 //              in time: on an idle demo replica a second 1,500-token prompt (~280 ms, 360 ms at worst) was
 //              shed against a 200 ms limit.
-//   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed); Infinity when never
+//   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed, the harmed streams ended);
+//              Infinity when never. Every policy's pick is judged so: the per-stream rule is admission's, not
+//              kv-aware's alone (kv-aware's fit applies the same rule, so it looks for a replica that passes).
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
 import { GpuPrediction, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
 import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
@@ -47,7 +50,7 @@ export class GpuFit {
     const limit = waitedMs === 0 || budget > p.ownTtftMs ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
     this.limitMs = limit;
     this.tpotLimitMs = tpotMargin * fig.tpotTargetMs;
-    if (p.tpotMs <= this.tpotLimitMs) {
+    if (p.tpotMs <= this.tpotLimitMs && p.harm === 0) {
       if (p.ttftMs <= limit) {
         this.waitMs = 0;
         return true;
@@ -59,6 +62,8 @@ export class GpuFit {
       }
     }
     this.waitMs = gpu.waitMs(p, limit, this.tpotLimitMs);
+    // Streams it would push past their TPOT (stream-slack.ts) end by harmClearMs; not before then.
+    if (p.harm > 0 && p.harmClearMs > this.waitMs) this.waitMs = p.harmClearMs;
     return false;
   }
 

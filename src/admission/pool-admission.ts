@@ -146,17 +146,14 @@ export class PoolAdmission {
     if (judged !== undefined && !gpuOk) {
       // The GPUs, not the KV, are what this request waits for: queue only if waiting then starting still meets its TTFT.
       if (!gf.worthQueueing(deps.pollMs)) return this.shed(t, 'slo_unreachable', gf.waitMs, 0);
-      waitMs = gf.waitMs;
+      // Held back by streams its prefill would push past their TPOT: they end by harmClearMs, then one poll.
+      waitMs = gf.p.harm > 0 ? gf.waitMs + deps.pollMs : gf.waitMs;
       if (room < t.needTokens) {
         const kvWait = this.waitMs(ahead, t.needTokens, this.room(b), now);
         if (kvWait > waitMs) waitMs = kvWait;
       }
     } else {
       waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
-      // Held back by streams its prefill would push past their TPOT (kv-aware's fit): it waits for them to end
-      // and one poll (the queue looks again only that often), not for KV to drain unless it is short of it;
-      // past its allowance it is shed now, not after waiting in vain.
-      if (judged !== undefined && !fit.ok && gf.p.harm > 0) waitMs = Math.max(room < t.needTokens ? waitMs : 0, gf.p.harmClearMs + deps.pollMs);
     }
     // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain.
     if (this.queue.length > 0 && this.missShare > 0.5 && !(waitMs > t.allowanceMs)) waitMs = t.allowanceMs + 1;

@@ -164,3 +164,29 @@ test('kv-aware holds a prompt back from the short stream it would stall: shed at
   assert.equal(b.outcomes.get('big'), undefined, 'queued');
   assert.equal(b.adm.pool('p').queueDepth, 1);
 });
+
+test('any policy\'s pick that would stall a short stream past its TPOT is held back by admission: shed at arrival past the allowance; a batch request waits for the stream to end, then is admitted', () => {
+  // The harness's policy is least-outstanding-tokens: it has no notion of fit, so the rule is admission's.
+  const h = harness([big('a')], { gpuTime: true });
+  const shortReq: RouteRequest = { poolId: 'p', adapter: null, promptTokens: 160, maxTokens: 5, blockHashes: new Float64Array(0), excluded: [] };
+  h.ask('short', { promptTokens: 160, maxTokens: 5 }); // a 5-token stream: ~140 ms of slack
+  const o = h.outcomes.get('short')!;
+  assert.ok(o.kind === 'admitted');
+  h.clock.advance(20);
+  h.router.firstToken(shortReq, o.decision, 20);
+  // A 1,700-token prompt (~146 ms of prefill) fits the TTFT limit and the batch's mean TPOT, and would still
+  // push the 5-token stream past its own TPOT: not admitted.
+  const p = h.gpu.predict({ ...shortReq, promptTokens: 1700, maxTokens: 20 }, 0, 0, new GpuPrediction());
+  assert.equal(p.harm, 1);
+  h.ask('big', { promptTokens: 1700, maxTokens: 20 });
+  const r = rejection(h, 'big');
+  assert.equal(r.code, 'server_overloaded');
+  assert.equal(r.queuedMs, 0, 'answered at arrival');
+  h.ask('batch', { promptTokens: 1700, maxTokens: 20, tier: 'batch' });
+  assert.equal(kindOf(h, 'batch'), 'pending', 'queued until the stream ends');
+  assert.equal(h.adm.pool('p').queueDepth, 1);
+  h.clock.advance(60);
+  h.router.finished(shortReq, o.decision, 0, null);
+  h.finish('short');
+  assert.equal(kindOf(h, 'batch'), 'admitted:a', 'admitted once the stream it would have stalled ended');
+});

@@ -89,8 +89,10 @@ test('a killed replica: requests on it before their first token are retried else
   // request's prefill. That request is retried on t-2. Round robin's cursor keeps turning, so the requests
   // at 310 and 320 ms are each sent to t-1 first (up in the registry until two scrapes fail), refused, and
   // retried at once on t-2; the second refusal is the data plane's second failure, which takes t-1 out of
-  // rotation, so the request at 600 ms goes straight to t-2.
-  const reqs = [req(0, 299.99, 1000, 2, 1), req(1, 310, 1000, 2, 2), req(2, 320, 1000, 2, 3), req(3, 600, 1000, 2, 4)];
+  // rotation, so the request at 600 ms goes straight to t-2. Replies of 16 tokens: a 2-token stream has one
+  // gap, which a 1,000-token prefill riding in its step would push past the TPOT target, so admission would
+  // (rightly) hold the retried requests back from the stream still prefilling on t-2.
+  const reqs = [req(0, 299.99, 1000, 16, 1), req(1, 310, 1000, 16, 2), req(2, 320, 1000, 16, 3), req(3, 600, 1000, 16, 4)];
   const sim = new FleetSim({ pool: fleet.pools[0]!, fleet, policy: 'round-robin', workload: new ListWorkload(reqs), durationMs: 1000, gateways: 1, seed: 1, kills: [{ replica: 't-1', atS: 0.3 }] });
   const f = sim.run().figures;
   assert.equal(f.offered, 4);
