@@ -211,7 +211,12 @@ async function singleThread(cfg: GatewayConfig, path: RequestPath, registry: Rep
     async reload(s) {
       server.setServices(s);
     },
-    close: (graceMs) => server.shutdown(graceMs),
+    // The idle keep-alive connections too: left open, a client's pooled socket outlives the server (until uWS's
+    // 10 s idle timeout), and an embedding process's loop cannot end.
+    async close(graceMs) {
+      await server.shutdown(graceMs);
+      server.closeConnections();
+    },
   };
 }
 

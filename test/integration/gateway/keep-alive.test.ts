@@ -1,10 +1,12 @@
 // `Keep-Alive: timeout=5` over real HTTP (node:http on loopback): on every response after which the connection
 // stays open (a relayed JSON answer, a relayed SSE stream, the gateway's own errors, /metrics, /healthz), and
 // on none that closes it (the client said `Connection: close`; a 431). uWS closes idle connections after 8-12 s
-// without a word; the header tells clients to retire idle sockets before that (src/server/uws-sink.ts).
+// without a word; the header tells clients to retire idle sockets before that (src/server/uws-sink.ts). And
+// the gateway's close() ends the idle ones at once.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, request, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
 import { KEEP_ALIVE_TIMEOUT_S } from '../../../src/server/uws-sink.ts';
 
@@ -89,4 +91,28 @@ test('no Keep-Alive on a response after which the connection closes', async () =
   assert.equal(tooLarge.res.statusCode, 431);
   assert.equal(tooLarge.res.headers['keep-alive'], undefined);
   assert.equal(tooLarge.res.headers.connection, 'close');
+});
+
+test("close() ends the idle kept-alive connections too: a client's pooled socket does not outlive the gateway", async () => {
+  const own = await startStack();
+  const pooled = new Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const req = request(`${own.url}/healthz`, { agent: pooled }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(req.socket!));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const ended = new Promise<boolean>((done) => socket.once('close', () => done(true)));
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(socket.destroyed, false, 'idle in the pool, open at both ends');
+    await own.close();
+    // Without it the socket stays until uWS's idle sweep (8-12 s) or the client's own timeout.
+    const closed = await Promise.race([ended, new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+    assert.ok(closed, 'the idle connection was closed by close()');
+  } finally {
+    pooled.destroy();
+  }
 });
