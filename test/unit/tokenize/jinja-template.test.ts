@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +7,7 @@ import { detectContentFormat, readChatTemplate, renderJinja, renderJinjaSegments
 import { chatPromptTokens } from '../../../src/tokenize/prompt.ts';
 import { getTokenizer } from '../../../src/tokenize/tokenizer.ts';
 import type { ChatMessage } from '../../../src/tokenize/types.ts';
-import { modelDir, referenceTokenizer, type ModelName } from '../../helpers/model-tokenizers.ts';
+import { loadReferenceTokenizers, modelDir, referenceTokenizer, type ModelName } from '../../helpers/model-tokenizers.ts';
 
 const raises = fileURLToPath(new URL('../../fixtures/tokenizer/templates/raises.jinja', import.meta.url));
 
@@ -36,6 +36,8 @@ const byName = new Map(cases.map((c) => [c.name, c]));
 const multiTurn = byName.get('qwen3 multi-turn')!.messages;
 const toolChat = byName.get('qwen3 tools, tool calls, tool results')!.messages;
 const weatherTool = byName.get('qwen3 tools, tool calls, tool results')!.tools![0];
+
+before(() => loadReferenceTokenizers(...new Set(cases.filter((c) => golden[c.name]?.error === undefined).map((c) => c.model))));
 
 for (const c of cases) {
   void test(`${c.name}: rendered as Python's Jinja2 renders it; ids as @lenml/tokenizers encodes that text`, () => {

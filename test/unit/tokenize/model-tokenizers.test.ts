@@ -1,10 +1,10 @@
-import { test } from 'node:test';
+import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import reference from 'llama3-tokenizer-js';
 import { getTokenizer } from '../../../src/tokenize/tokenizer.ts';
 import { tokenizerKind } from '../../../src/tokenize/model-tokenizer.ts';
 import { readTokenizerDir } from '../../../src/tokenize/hf-dir.ts';
-import { MODEL_NAMES, modelDir, referenceTokenizer, type ModelName } from '../../helpers/model-tokenizers.ts';
+import { MODEL_NAMES, loadReferenceTokenizers, modelDir, referenceTokenizer, type ModelName } from '../../helpers/model-tokenizers.ts';
 import { corpus, randomText, seededRandom } from './corpus.ts';
 
 // Multilingual and structured text beyond the shared corpus: CJK, emoji with joiners and skin tones, combining
@@ -27,6 +27,8 @@ const modelSpecials: Record<ModelName, string[]> = {
   gptoss: ['<|start|>', '<|message|>', '<|end|>', '<|channel|>', '<|sta'],
   llama3_1: ['<|begin_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|python_tag|>', '<|eot_i'],
 };
+
+before(() => loadReferenceTokenizers(...MODEL_NAMES));
 
 for (const name of MODEL_NAMES) {
   void test(`${name}: the directory's tokenizer gives @lenml/tokenizers' ids on the corpus, multilingual text and 300 random strings`, () => {
