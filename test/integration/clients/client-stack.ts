@@ -75,7 +75,12 @@ export async function assertCancelled(
   if (!rec.cancelled || rec.status !== 499) throw new Error(`record of ${requestId}: status ${rec.status}, cancelled ${rec.cancelled}`);
   const replica = rec.replica;
   if (!replica) throw new Error(`record of ${requestId} names no replica`);
-  await waitFor(() => replicaPhase(stack, replica, engineId(replica) ?? '') === 'aborted', 15_000, 5);
+  try {
+    await waitFor(() => replicaPhase(stack, replica, engineId(replica) ?? '') === 'aborted', 15_000, 5);
+  } catch {
+    const id = engineId(replica) ?? '';
+    throw new Error(`${requestId}: engine request ${JSON.stringify(id)} on ${replica} is ${replicaPhase(stack, replica, id) ?? 'unknown'}, not aborted, 15 s after the gateway recorded the cancel (record: ${rec.output_tokens} output tokens)`);
+  }
   return rec;
 }
 
