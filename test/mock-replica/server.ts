@@ -175,9 +175,9 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
       case 'GET /version':
         return sendJson(res, 200, JSON.stringify({ version: VLLM_VERSION }));
       case 'GET /metrics': {
-        const text = metrics.render(engine.stats());
-        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
+        const body = metrics.page(engine);
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': body.length });
+        res.end(body);
         return;
       }
       case 'GET /v1/models': {

@@ -94,3 +94,38 @@ void test('promtool parses the exposition; its only findings are the lint rules 
     await replica.close();
   }
 });
+
+void test('an idle replica scraped again serves the same page; a finished request and an aborted one each show on the next scrape', async () => {
+  const replica = await startMockReplica({ profile: 'tiny', model: 'm' });
+  const page = async (): Promise<string> => await (await fetch(`${replica.url}/metrics`)).text();
+  try {
+    const idle = await page();
+    assert.equal(await page(), idle, 'nothing ran: the same page');
+    const done = await (await fetch(`${replica.url}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'count with me', max_tokens: 7, ignore_eos: true }),
+    })).json() as { usage: { completion_tokens: number } };
+    assert.equal(done.usage.completion_tokens, 7);
+    const after = parseMetrics(await page());
+    assert.equal(after.get(`vllm:generation_tokens_total${L}`), 7);
+    assert.equal(after.get(`vllm:request_params_max_tokens_count${L}`), 1);
+    assert.equal(after.get(`vllm:request_success_total{engine="0",finished_reason="length",model_name="m"}`), 1);
+    assert.equal(after.get(`vllm:num_requests_running${L}`), 0);
+
+    // A stream whose client hangs up: the engine aborts it, and the next page says so.
+    const stream = openStream(replica.url, '/v1/completions', { model: 'm', prompt: 'a long one', max_tokens: 1500, ignore_eos: true, stream: true });
+    await stream.waitFrames(2);
+    assert.equal(parseMetrics(await page()).get(`vllm:num_requests_running${L}`), 1);
+    stream.destroy();
+    const deadline = Date.now() + 10_000;
+    let m = parseMetrics(await page());
+    while (m.get(`vllm:request_success_total{engine="0",finished_reason="abort",model_name="m"}`) !== 1 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+      m = parseMetrics(await page());
+    }
+    assert.equal(m.get(`vllm:request_success_total{engine="0",finished_reason="abort",model_name="m"}`), 1);
+    assert.equal(m.get(`vllm:num_requests_running${L}`), 0);
+    assert.equal(m.get(`vllm:request_params_max_tokens_count${L}`), 2);
+  } finally {
+    await replica.close();
+  }
+});

@@ -47,6 +47,8 @@ export class MockEngine {
   private stepTimer: unknown = null;
   private inStepEnd = false;
   private closed = false;
+  /** See version. */
+  private changes = 0;
   private stepSeq = 0;
   private stepStartMs = 0;
   private stepEndMs = 0;
@@ -126,9 +128,19 @@ export class MockEngine {
     return this.rec.steps;
   }
 
+  /**
+   * Bumped by everything stats() can show differently (add, abort, an adapter loaded or unloaded, a step's
+   * start and end): equal versions, equal stats. Lets the /metrics page be rendered once per change rather than
+   * once per scrape (test/mock-replica/replica-metrics.ts).
+   */
+  get version(): number {
+    return this.changes;
+  }
+
   /** Queues a request. Throws on a caller bug: duplicate live id, lengths out of range, engine closed. */
   add(spec: EngineRequestSpec, events: EngineRequestEvents): void {
     if (this.closed) throw new Error('MockEngine is closed');
+    this.changes++;
     if (this.live.has(spec.id)) throw new Error(`request id ${spec.id} is already in the engine`);
     if (!Number.isInteger(spec.promptTokens) || spec.promptTokens < 1) throw new RangeError(`promptTokens must be >= 1, got ${spec.promptTokens}`);
     if (!Number.isInteger(spec.outputTokens) || spec.outputTokens < 1) throw new RangeError(`outputTokens must be >= 1, got ${spec.outputTokens}`);
@@ -148,6 +160,7 @@ export class MockEngine {
   abort(id: string): boolean {
     const req = this.live.get(id);
     if (!req) return false;
+    this.changes++;
     const list = req.phase === 'running' ? this.running : this.waiting;
     const at = list.indexOf(req);
     if (at >= 0) list.splice(at, 1);
@@ -164,6 +177,7 @@ export class MockEngine {
 
   loadAdapter(name: string): 'ok' | 'exists' {
     if (this.adapters.has(name)) return 'exists';
+    this.changes++;
     this.adapters.add(name);
     return 'ok';
   }
@@ -171,6 +185,7 @@ export class MockEngine {
   /** Unregisters the adapter; requests already queued or running with it carry on, as in vLLM. */
   unloadAdapter(name: string): 'ok' | 'missing' {
     if (!this.adapters.delete(name)) return 'missing';
+    this.changes++;
     if (!this.running.some((r) => r.adapter === name)) this.gpuAdapters.delete(name);
     return 'ok';
   }
@@ -256,6 +271,7 @@ export class MockEngine {
   };
 
   private startStep(startMs: number): void {
+    this.changes++;
     this.stepStartMs = startMs;
     // A step that only preempted (its last candidate preempted itself) schedules again at once, as vLLM's
     // next step would; a second empty pass means nothing can run until an add or abort changes that.
@@ -454,6 +470,7 @@ export class MockEngine {
 
   /** Applies the step that ends at `endMs`: computed tokens, sampling, finishes; then fires the events. */
   private finishStep(endMs: number): unknown {
+    this.changes++;
     const reqs = this.schedReqs;
     const tokens = this.schedTokens;
     const sampled = this.sampled;
