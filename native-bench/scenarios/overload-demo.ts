@@ -8,11 +8,16 @@
 // each on its own connection (60 independent clients). Before the burst, `--warmup` requests one after another
 // (distinct prompts of the same kind, `max_tokens` 4): 1 warms a connection and the tokenizer; more stand for a
 // gateway that has served a while (its request path optimised by V8, not only the tokenizer). Measured at the client: each answer's status and
-// Retry-After, a 429's answer time (send → response head), an admitted stream's first content token; from the
+// Retry-After, a 429's answer time, an admitted stream's first content token; from the
 // gateway's /metrics the sheds decided at arrival and its TTFT prediction error; from each replica's
 // /_mock/state its preemptions.
-// Pass rule: every answer 200 or 429 server_overloaded with Retry-After; 90 % of the 429s within 100 ms; at
-// least 6 admitted, 90 % of them with a first token within 600 ms; no preemption.
+// A 429's answer time runs from its request on the wire (the request's 'finish': every byte handed to the
+// socket) to the response head. From the client's call it also counts this one process opening 60
+// connections and writing 60 bodies one after another on the two cores the gateway uses (~20 ms at the
+// median): 60 independent clients would not queue behind each other. Both are reported.
+// Pass rule: every answer 200 or 429 server_overloaded with Retry-After; 90 % of the 429s within 100 ms of
+// the request on the wire; at least 6 admitted, 90 % of them with a first token within 600 ms (from the
+// client's call); no preemption.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
@@ -36,9 +41,11 @@ interface Answer {
   status: number;
   retryAfter: string | null;
   code: string | null;
-  /** Send → response headers (a 429's answer time). */
+  /** The client's call → response headers. */
   answerMs: number;
-  /** Send → first content delta; NaN when none. */
+  /** Every byte of the request handed to the socket ('finish') → response headers (a 429's answer time). */
+  wireAnswerMs: number;
+  /** The client's call → first content delta; NaN when none. */
   firstTokenMs: number;
   /** When the answer's head came (performance.now()). */
   headAt: number;
@@ -56,14 +63,21 @@ function prompt(i: number): string {
 }
 
 /** One POST on its own connection; resolves at the response head with the time since the call. */
-function post(url: string, body: string): Promise<{ res: IncomingMessage; answerMs: number; sent: number }> {
+function post(url: string, body: string): Promise<{ res: IncomingMessage; answerMs: number; wireAnswerMs: number; sent: number }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const sent = performance.now();
+    let written = Number.NaN;
     const req = request({
       host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false,
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => resolve({ res, answerMs: performance.now() - sent, sent }));
+    }, (res) => {
+      const now = performance.now();
+      resolve({ res, answerMs: now - sent, wireAnswerMs: now - written, sent });
+    });
+    req.once('finish', () => {
+      written = performance.now();
+    });
     req.once('error', reject);
     req.end(body);
   });
@@ -75,7 +89,7 @@ function body(i: number, maxTokens: number): string {
 }
 
 async function stream(url: string, payload: string): Promise<Answer> {
-  const { res, answerMs, sent } = await post(`${url}/v1/chat/completions`, payload);
+  const { res, answerMs, wireAnswerMs, sent } = await post(`${url}/v1/chat/completions`, payload);
   const retryAfter = res.headers['retry-after'];
   if (res.statusCode !== 200) {
     let text = '';
@@ -86,13 +100,13 @@ async function stream(url: string, payload: string): Promise<Answer> {
     } catch {
       code = null;
     }
-    return { status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : null, code, answerMs, firstTokenMs: Number.NaN, headAt: sent + answerMs };
+    return { status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : null, code, answerMs, wireAnswerMs, firstTokenMs: Number.NaN, headAt: sent + answerMs };
   }
   let firstTokenMs = Number.NaN;
   for await (const chunk of res) {
     if (Number.isNaN(firstTokenMs) && /"content":"[^"]/.test((chunk as Buffer).toString())) firstTokenMs = performance.now() - sent;
   }
-  return { status: 200, retryAfter: null, code: null, answerMs, firstTokenMs, headAt: sent + answerMs };
+  return { status: 200, retryAfter: null, code: null, answerMs, wireAnswerMs, firstTokenMs, headAt: sent + answerMs };
 }
 
 /**
@@ -170,13 +184,13 @@ const overloadDemo: BenchScenario = async (argv) => {
     const shed = answers.filter((a) => a.status === 429);
     const other = answers.filter((a) => a.status !== 200 && a.status !== 429);
     const shedOk = shed.filter((a) => a.code === 'server_overloaded' && /^[1-9][0-9]*$/.test(a.retryAfter ?? ''));
-    const shedFast = shed.filter((a) => a.answerMs <= 100).length;
+    const shedFast = shed.filter((a) => a.wireAnswerMs <= 100).length;
     const firstTokens = admitted.map((a) => a.firstTokenMs);
     const onTime = firstTokens.filter((ms) => ms <= 600).length;
     const slo = cfg.admission.ttft_ms_by_tier.premium;
     const checks: Array<[string, boolean]> = [
       ['every answer 200 or 429 server_overloaded with Retry-After', other.length === 0 && shedOk.length === shed.length],
-      ['90 % of the 429s within 100 ms', shedFast >= 0.9 * shed.length],
+      ['90 % of the 429s within 100 ms of the request on the wire', shedFast >= 0.9 * shed.length],
       ['at least 6 admitted', admitted.length >= 6],
       ['90 % of the admitted with a first token within 600 ms', onTime >= 0.9 * admitted.length],
       ['no preemption', preemptions === 0],
@@ -191,8 +205,10 @@ const overloadDemo: BenchScenario = async (argv) => {
         ['other statuses', other.length],
         ['sheds decided at arrival (gateway_admission_sheds_total)', shedAt('arrival')],
         ['sheds after queueing', shedAt('queued')],
-        ['429 answer ms p50 / p90 / max', `${quantile(shed.map((a) => a.answerMs), 0.5).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 0.9).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 1).toFixed(1)}`],
-        ['429 within 100 ms', `${shedFast} of ${shed.length}`],
+        ['429 answer ms from the request on the wire, p50 / p90 / max', `${quantile(shed.map((a) => a.wireAnswerMs), 0.5).toFixed(1)} / ${quantile(shed.map((a) => a.wireAnswerMs), 0.9).toFixed(1)} / ${quantile(shed.map((a) => a.wireAnswerMs), 1).toFixed(1)}`],
+        ['429 within 100 ms of the request on the wire', `${shedFast} of ${shed.length}`],
+        ['429 answer ms from the client\'s call, p50 / p90 / max', `${quantile(shed.map((a) => a.answerMs), 0.5).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 0.9).toFixed(1)} / ${quantile(shed.map((a) => a.answerMs), 1).toFixed(1)}`],
+        ['429 within 100 ms of the client\'s call', `${shed.filter((a) => a.answerMs <= 100).length} of ${shed.length}`],
         ['until the last 429 (ms): wall / CPU of the gateway / of this client', `${(lastHeadAt - burstAt).toFixed(0)} / ${(cpuAtLastShed[0] / 1000).toFixed(0)} / ${(cpuAtLastShed[1] / 1000).toFixed(0)}`],
         ['load average (1 min) before the burst, on 2 cores', load1.toFixed(1)],
         ['Retry-After values (s)', [...new Set(shed.map((a) => a.retryAfter))].join(', ')],
