@@ -1,11 +1,13 @@
-// `npm run bench -- overload-demo [--streams 60] [--max-tokens 32] [--warmup 1] [--config config/demo.yaml]`
+// `npm run bench -- overload-demo [--streams 60] [--max-tokens 32] [--warmup 1] [--connections fresh|pooled]
+//   [--config config/demo.yaml]`
 // Question: on the demo fleet under a burst it cannot serve, does the gateway admit only what it can start
 // within the TTFT SLO and answer the rest at once? Setup: what `npm run demo` starts, from the same file: every
 // mock replica of config/demo.yaml (its own process, the pool's profile, real time) and the gateway on that
 // config, each on a free loopback port instead of the file's (another demo may hold 8080 and 81xx). Load: the
 // first demo tenant's key (premium), `--streams` concurrent streaming chat requests to the 8B pool, each a
 // distinct ~1,500-token prompt (Llama 3 tokens, chat template included), `max_tokens` fixed with ignore_eos,
-// each on its own connection (60 independent clients). Before the burst, `--warmup` requests one after another
+// each on its own connection (60 independent clients): opened with the request (fresh, the default) or before
+// the burst (pooled, as an SDK's keep-alive pool holds one). Before the burst, `--warmup` requests one after another
 // (distinct prompts of the same kind, `max_tokens` 4): 1 warms a connection and the tokenizer; more stand for a
 // gateway that has served a while (its request path optimised by V8, not only the tokenizer). Measured at the client: each answer's status and
 // Retry-After, a 429's answer time, an admitted stream's first content token; from the
@@ -19,7 +21,7 @@
 // the request on the wire; at least 6 admitted, 90 % of them with a first token within 600 ms (from the
 // client's call); no preemption.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { request, type IncomingMessage } from 'node:http';
+import { Agent, request, type IncomingMessage } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,13 +65,13 @@ function prompt(i: number): string {
 }
 
 /** One POST on its own connection; resolves at the response head with the time since the call. */
-function post(url: string, body: string): Promise<{ res: IncomingMessage; answerMs: number; wireAnswerMs: number; sent: number }> {
+function post(url: string, body: string, agent: Agent | false): Promise<{ res: IncomingMessage; answerMs: number; wireAnswerMs: number; sent: number }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const sent = performance.now();
     let written = Number.NaN;
     const req = request({
-      host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false,
+      host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent,
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     }, (res) => {
       const now = performance.now();
@@ -83,13 +85,27 @@ function post(url: string, body: string): Promise<{ res: IncomingMessage; answer
   });
 }
 
+/** Opens `n` connections through `agent` (n GET /healthz at once, each on its own socket), left idle in its pool. */
+async function openConnections(url: string, agent: Agent, n: number): Promise<void> {
+  await Promise.all(Array.from({ length: n }, () => new Promise<void>((resolve, reject) => {
+    const req = request(`${url}/healthz`, { agent }, (res) => {
+      res.resume();
+      res.on('end', resolve);
+    });
+    req.once('error', reject);
+    req.end();
+  })));
+  const idle = Object.values(agent.freeSockets).reduce((k, list) => k + (list?.length ?? 0), 0);
+  if (idle !== n) throw new Error(`${idle} of ${n} connections open before the burst`);
+}
+
 /** The request bodies are built before the burst, so that the clock of each starts at its send. */
 function body(i: number, maxTokens: number): string {
   return JSON.stringify({ model: MODEL, stream: true, max_tokens: maxTokens, ignore_eos: true, messages: [{ role: 'user', content: prompt(i) }] });
 }
 
-async function stream(url: string, payload: string): Promise<Answer> {
-  const { res, answerMs, wireAnswerMs, sent } = await post(`${url}/v1/chat/completions`, payload);
+async function stream(url: string, payload: string, agent: Agent | false = false): Promise<Answer> {
+  const { res, answerMs, wireAnswerMs, sent } = await post(`${url}/v1/chat/completions`, payload, agent);
   const retryAfter = res.headers['retry-after'];
   if (res.statusCode !== 200) {
     let text = '';
@@ -133,12 +149,16 @@ const overloadDemo: BenchScenario = async (argv) => {
     args: argv,
     options: {
       streams: { type: 'string', default: '60' }, 'max-tokens': { type: 'string', default: '32' }, warmup: { type: 'string', default: '1' },
+      connections: { type: 'string', default: 'fresh' },
       config: { type: 'string', default: 'config/demo.yaml' },
     },
   });
   const nStreams = Number(values.streams);
   const maxTokens = Number(values['max-tokens']);
   const warmup = Number(values.warmup);
+  if (values.connections !== 'fresh' && values.connections !== 'pooled') throw new Error('--connections is fresh or pooled');
+  // pooled: every client's connection is open before the burst, as an SDK's keep-alive pool holds it.
+  const agent = values.connections === 'pooled' ? new Agent({ keepAlive: true, maxSockets: nStreams }) : false;
   const logDir = mkdtempSync(join(tmpdir(), 'overload-demo-'));
   const configPath = await demoConfigOnFreePorts(join(repoRoot, values.config), logDir);
   const cfg = loadConfigFile(configPath, {});
@@ -152,6 +172,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     // Requests first, so that the tokenizer and a connection are warm (the demo has been up a while); distinct
     // from the burst's (negative indices), one at a time, so none is shed.
     for (let w = 1; w <= warmup; w++) await stream(gateway.url, body(-w, 4));
+    if (agent !== false) await openConnections(gateway.url, agent, nStreams);
     const payloads = Array.from({ length: nStreams }, (_, i) => body(i, maxTokens));
     const eightB = fleet.replicas.filter((x) => pool.replicas.some((p) => p.id === x.id));
     // CPU while the burst is answered (until the last 429's head): what the 429s cost, apart from the wall
@@ -163,7 +184,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     let lastHeadAt = 0;
     let cpuAtLastShed: [number, number] = [0, 0];
     const burstAt = performance.now();
-    const answers = await Promise.all(payloads.map((p) => stream(gateway!.url, p).then((a) => {
+    const answers = await Promise.all(payloads.map((p) => stream(gateway!.url, p, agent).then((a) => {
       if (a.headAt > lastHeadAt && a.status !== 200) {
         lastHeadAt = a.headAt;
         const c = process.cpuUsage(clientCpu0);
@@ -220,13 +241,14 @@ const overloadDemo: BenchScenario = async (argv) => {
         ...checks.map(([name, ok]): [string, string] => [`check: ${name}`, ok ? 'met' : 'MISSED']),
       ],
       notes: [
-        `Command: npm run bench -- overload-demo --streams ${nStreams} --max-tokens ${maxTokens} --warmup ${warmup} --config ${values.config}`,
+        `Command: npm run bench -- overload-demo --streams ${nStreams} --max-tokens ${maxTokens} --warmup ${warmup} --connections ${values.connections} --config ${values.config}`,
         'Times are wall-clock at the client on this machine: on a machine shared with other jobs the gateway\'s tokenizing and the replicas\' event loops add to them.',
       ],
       extra: { answers },
       ...(failedChecks.length > 0 ? { failed: failedChecks.join('; ') } : {}),
     };
   } finally {
+    if (agent !== false) agent.destroy();
     await gateway?.stop();
     await fleet?.stop();
   }
