@@ -9,7 +9,7 @@ import { parseCompletionRequest, type CompletionKind } from './completion-reques
 import type { EngineRequestEvents, EngineSnapshot, EngineRequestSpec } from './engine/types.ts';
 import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
-import { PacedWriter } from './paced-writer.ts';
+import { FrameWriter } from './frame-writer.ts';
 import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
 import { outputBlockHashes, sequenceTokenIds } from './reply-hashes.ts';
 import type { ReplicaMetrics } from './replica-metrics.ts';
@@ -118,7 +118,6 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   const times = { cachedTokens: 0, generatedTokens: 0 };
   let finished = false;
   const dieAfter = fault.mode === 'die_mid_stream' ? fault.after_tokens : -1;
-  const delayMs = fault.mode === 'slow' ? fault.delay_ms : 0;
 
   const abortEngine = (): void => {
     if (!finished) ctx.engine.abort(base);
@@ -142,8 +141,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
   let events: EngineRequestEvents;
   if (parsed.stream) {
     const frames = new StreamFrames(kind, id, createdSeconds, model, parsed.continuousUsage, promptLen);
-    const writer = new PacedWriter(res, delayMs, dieAfter, abortEngine);
-    res.on('close', () => writer.dispose());
+    const writer = new FrameWriter(res, dieAfter, abortEngine);
     events = {
       onFirstToken({ cachedTokens }) {
         common.onFirst(cachedTokens);
@@ -189,11 +187,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
           kind, id, createdSeconds, model, text: fullText(plan, times.generatedTokens), finishReason: plan.finishReason,
           usage: { promptTokens: promptLen, completionTokens: times.generatedTokens, cachedTokens: times.cachedTokens },
         });
-        if (delayMs === 0) return sendJson(res, 200, body);
-        // slow, non-streamed: the whole answer is late by delay_ms per token.
-        setTimeout(() => {
-          if (!res.destroyed) sendJson(res, 200, body);
-        }, delayMs * times.generatedTokens);
+        sendJson(res, 200, body);
       },
     };
   }
@@ -204,6 +198,7 @@ export function handleCompletion(ctx: HandlerContext, kind: CompletionKind, req:
     id: base, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter,
     outputBlockHashes: outputBlockHashes(prompt, plan, ctx.blockSize, adapter),
     tokenIds: ctx.kvEvents === true ? sequenceTokenIds(prompt, plan) : undefined,
+    tokenDelayMs: fault.mode === 'slow' ? fault.delay_ms : 0,
   }, events);
   ctx.activeIds.add(base);
   ctx.metrics.observeMaxTokens(maxTokens);

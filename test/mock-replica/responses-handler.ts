@@ -11,7 +11,7 @@ import { DEFAULT_MAX_TOKENS_CAP, sendError, sendJson, type HandlerContext } from
 import type { EngineRequestEvents } from './engine/types.ts';
 import type { FaultSpec } from './faults.ts';
 import { fullText, hashTokens, planOutput, tokenText } from './output-text.ts';
-import { PacedWriter } from './paced-writer.ts';
+import { FrameWriter } from './frame-writer.ts';
 import { promptTokens, type PromptTokens } from './prompt-tokens.ts';
 import { outputBlockHashes, sequenceTokenIds } from './reply-hashes.ts';
 import { ResponseEvents, outputMessage, responseObject, type ResponseEcho, type ResponseStatus, type ResponsesUsage } from './responses-frames.ts';
@@ -153,7 +153,6 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
   const itemId = `msg_${hex32()}`;
   const engineId = echo.id;
   const counts: ResponsesUsage = { inputTokens: promptLen, outputTokens: 0, cachedTokens: 0 };
-  const delayMs = fault.mode === 'slow' ? fault.delay_ms : 0;
   const dieAfter = fault.mode === 'die_mid_stream' ? fault.after_tokens : -1;
   let finished = false;
   const abortEngine = (): void => {
@@ -189,11 +188,8 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
     };
     store.put(echo.id, { response: responseObject(echo, 'queued', [], null), turn: { messages, outputTexts: [] }, engineId });
   } else if (r.stream) {
-    const writer = new PacedWriter(res, delayMs, dieAfter, abortEngine);
-    res.on('close', () => {
-      writer.dispose();
-      abortEngine();
-    });
+    const writer = new FrameWriter(res, dieAfter, abortEngine);
+    res.on('close', abortEngine);
     events = {
       onFirstToken(info) {
         base.onFirstToken(info);
@@ -218,11 +214,7 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
         finished = true;
         if (res.destroyed) return;
         if (reason === 'abort') return sendError(res, new VllmError(500, ErrorType.Internal, 'Request aborted by the engine'));
-        const body = JSON.stringify(complete());
-        if (delayMs === 0) return sendJson(res, 200, body);
-        setTimeout(() => {
-          if (!res.destroyed) sendJson(res, 200, body);
-        }, delayMs * counts.outputTokens);
+        sendJson(res, 200, JSON.stringify(complete()));
       },
     };
   }
@@ -231,6 +223,7 @@ export function createResponse(ctx: HandlerContext, store: ResponsesStore, req: 
     id: engineId, promptTokens: promptLen, blockHashes: prompt.blockHashes, outputTokens: plan.outputTokens, finishReason: plan.finishReason, adapter,
     outputBlockHashes: outputBlockHashes(prompt, plan, ctx.blockSize, adapter),
     tokenIds: ctx.kvEvents === true ? sequenceTokenIds(prompt, plan) : undefined,
+    tokenDelayMs: fault.mode === 'slow' ? fault.delay_ms : 0,
   }, events);
   ctx.metrics.observeMaxTokens(maxTokens);
   if (r.background) return sendJson(res, 200, JSON.stringify(store.get(echo.id)!.response));

@@ -49,6 +49,10 @@ export class EngineRequest {
   firstScheduledMs = NaN;
   firstTokenMs = NaN;
   lastTokenMs = NaN;
+  /** spec.tokenDelayMs (0 = never held). */
+  readonly tokenDelayMs: number;
+  /** A step starting before this leaves the request out (tokenDelayMs); -Infinity when never held. */
+  readyAtMs: number;
 
   constructor(spec: EngineRequestSpec, events: EngineRequestEvents, blockSize: number, salt: number, arrivalMs: number) {
     this.id = spec.id;
@@ -66,6 +70,8 @@ export class EngineRequest {
     this.outputHashes = spec.outputBlockHashes !== undefined && this.specBlocks === promptBlocks ? spec.outputBlockHashes : NO_HASHES;
     this.outputBlocks = this.outputHashes.length;
     this.arrivalMs = arrivalMs;
+    this.tokenDelayMs = spec.tokenDelayMs !== undefined && spec.tokenDelayMs > 0 ? spec.tokenDelayMs : 0;
+    this.readyAtMs = this.tokenDelayMs > 0 ? arrivalMs + this.tokenDelayMs : -Infinity;
     this.blockIds = new Int32Array(Math.ceil((spec.promptTokens + spec.outputTokens) / blockSize));
   }
 

@@ -45,6 +45,8 @@ export class MockEngine {
   private kvListener: BlockPoolListener | null = null;
 
   private stepTimer: unknown = null;
+  /** stepTimer only waits for a held request (tokenDelayMs) to become ready: an add or abort may kick earlier. */
+  private stepTimerHeld = false;
   private inStepEnd = false;
   private closed = false;
   /** See version. */
@@ -261,12 +263,18 @@ export class MockEngine {
    * each step.
    */
   private maybeStartStep(): void {
+    if (this.stepTimer !== null && this.stepTimerHeld && !this.inStepEnd) {
+      this.clock.clearTimer(this.stepTimer);
+      this.stepTimer = null;
+      this.stepTimerHeld = false;
+    }
     if (this.stepTimer !== null || this.inStepEnd || this.closed || !this.hasWork()) return;
     this.stepTimer = this.clock.setTimer(0, this.onKick);
   }
 
   private readonly onKick = (): void => {
     this.stepTimer = null;
+    this.stepTimerHeld = false;
     if (!this.closed && this.hasWork()) this.startStep(this.clock.now());
   };
 
@@ -276,7 +284,10 @@ export class MockEngine {
     // A step that only preempted (its last candidate preempted itself) schedules again at once, as vLLM's
     // next step would; a second empty pass means nothing can run until an add or abort changes that.
     if (this.schedule() && this.schedCount === 0) this.schedule();
-    if (this.schedCount === 0) return;
+    if (this.schedCount === 0) {
+      this.waitForHeld(startMs);
+      return;
+    }
     let durationMs = stepDurationMs(this.stepProfile, this.shape) * this.config.timeScale;
     if (this.jitterRng !== null) durationMs *= 1 + this.jitter * (2 * this.jitterRng.next() - 1);
     this.stepEndMs = startMs + durationMs;
@@ -303,6 +314,20 @@ export class MockEngine {
     if (handlerError !== null) throw handlerError;
   };
 
+  /**
+   * Nothing could be scheduled: if that is because requests are held (tokenDelayMs), the next step starts
+   * when the first of them is ready; otherwise only an add or abort can change anything. O(requests), only
+   * on an empty step.
+   */
+  private waitForHeld(startMs: number): void {
+    let readyAt = Infinity;
+    for (const r of this.running) if (r.readyAtMs > startMs && r.readyAtMs < readyAt) readyAt = r.readyAtMs;
+    for (const r of this.waiting) if (r.readyAtMs > startMs && r.readyAtMs < readyAt) readyAt = r.readyAtMs;
+    if (readyAt === Infinity) return;
+    this.stepTimer = this.clock.setTimer(readyAt - this.clock.now(), this.onKick);
+    this.stepTimerHeld = true;
+  }
+
   /** Builds this step's batch into schedReqs/schedTokens/shape (vLLM Scheduler.schedule); true if it preempted. */
   private schedule(): boolean {
     const { blockSize, maxNumSeqs, maxLoras } = this.config;
@@ -316,6 +341,7 @@ export class MockEngine {
     const running = this.running;
     for (let i = 0; i < running.length && budget > 0; i++) {
       const req = running[i]!;
+      if (req.readyAtMs > this.stepStartMs) continue; // held (tokenDelayMs): keeps its blocks, computes nothing
       const numNew = Math.min(req.numTokens - req.numComputedTokens, budget);
       let fits = this.grow(req, numNew);
       while (!fits) {
@@ -339,6 +365,10 @@ export class MockEngine {
     const pool = this.pool;
     for (let w = 0; w < waiting.length && budget > 0 && running.length < maxNumSeqs; w++) {
       const req = waiting[w]!;
+      if (req.readyAtMs > this.stepStartMs) {
+        skipped = true; // held (tokenDelayMs): stays queued in place, like a LoRA skip
+        continue;
+      }
       const adapter = req.adapter;
       // Head-of-line per adapter: skipped, stays queued in place, later requests may still go
       // (docs/vllm-facts.md "LoRA adapters").
@@ -491,6 +521,7 @@ export class MockEngine {
       if (index === 0) req.firstTokenMs = endMs;
       this.rec.tokenSampled(req, endMs);
       req.lastTokenMs = endMs;
+      if (req.tokenDelayMs > 0) req.readyAtMs = endMs + req.tokenDelayMs;
       if (req.numOutputTokens === req.outputTokens) {
         req.phase = 'finished';
         this.live.delete(req.id);

@@ -64,6 +64,13 @@ export interface EngineRequestSpec {
    * event can carry each cached block's tokens as vLLM's BlockStored does. Absent: events carry none.
    */
   tokenIds?: ArrayLike<number>;
+  /**
+   * A slow replica (the mock's `slow` fault): the scheduler leaves this request out of every step that starts
+   * less than this many ms after its previous token (the first: after it arrived), so each token comes that
+   * much later and the request stays in the engine, holding its blocks, for as long as its stream runs, as on
+   * a GPU that is slow. Absent or 0: never held.
+   */
+  tokenDelayMs?: number;
 }
 
 /**

@@ -60,6 +60,7 @@ export function addRecorded(
     finishReason: spec.finishReason ?? 'stop',
     adapter: spec.adapter ?? null,
     ...(spec.outputBlockHashes === undefined ? {} : { outputBlockHashes: spec.outputBlockHashes }),
+    ...(spec.tokenDelayMs === undefined ? {} : { tokenDelayMs: spec.tokenDelayMs }),
   }, {
     onFirstToken(info) {
       assert.equal(rec.tokenIndexes.length, 0, `${id}: onFirstToken after a token`);
