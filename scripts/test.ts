@@ -5,6 +5,8 @@
 //   node --import tsx scripts/test.ts                 everything (what `npm test` runs)
 //   node --import tsx scripts/test.ts PATH...         only the test files at these paths (files or folders; no
 //                                                     static checks), with the same services
+// The test files run from a compiled mirror of the repository (scripts/test-build.ts: tsx's loader in every
+// test process and worker costs more CPU than the suite can spare); TEST_FROM_SOURCES=1 runs them under tsx.
 // Environment: REDIS_URL and REDIS_CLUSTER_PORTS are honoured when something answers there; TEST_CONCURRENCY
 // sets the parallel width (default 4); CI=true makes missing prerequisites fail rather than skip.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureCluster, ensureRedis, type Service } from './test-services.ts';
+import { buildTestTree, type TestTree } from './test-build.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -50,6 +53,7 @@ export const BESIDE_SERIAL = new Set([
 ]);
 
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
+const FROM_SOURCES = process.env.TEST_FROM_SOURCES === '1';
 
 function testFiles(dir: string): string[] {
   const out: string[] = [];
@@ -89,15 +93,24 @@ function run(name: string, cmd: string, args: string[], env: Record<string, stri
 const bin = (tool: string): string => join(ROOT, 'node_modules', '.bin', tool);
 const TIMES_DIR = mkdtempSync(join(tmpdir(), 'expediter-test-times-'));
 const REPORTER = join(ROOT, 'scripts', 'test-file-times.mjs');
-/** node --test on `files`: the usual report on stdout (spec on a terminal, else TAP), file times to `timesFile`. */
-const nodeTest = (files: string[], concurrency: number, timesFile: string): string[] => [
-  '--import', 'tsx', '--test', `--test-concurrency=${concurrency}`,
+/**
+ * node --test on `files` (repository paths): from the compiled tree when there is one, else under tsx; the usual
+ * report on stdout (spec on a terminal, else TAP), file times to `timesFile`.
+ */
+const nodeTest = (files: string[], concurrency: number, timesFile: string, tree: TestTree | null): string[] => [
+  ...(tree === null ? ['--import', 'tsx'] : ['--enable-source-maps']),
+  '--test', `--test-concurrency=${concurrency}`,
   `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
-  `--test-reporter=${REPORTER}`, `--test-reporter-destination=${timesFile}`, ...files,
+  `--test-reporter=${REPORTER}`, `--test-reporter-destination=${timesFile}`,
+  ...(tree === null ? files : files.map((f) => join(tree.dir, f.replace(/\.ts$/, '.js')))),
 ];
 
+/** A test file's repository path, from its path in the compiled tree or in the repository. */
+const repoPath = (file: string, tree: TestTree | null): string =>
+  tree !== null && file.startsWith(tree.dir) ? relative(tree.dir, file).replace(/\.js$/, '.ts') : relative(ROOT, file);
+
 /** The slowest files of a phase, from the reporter's lines. */
-function slowest(timesFile: string, n: number): string[] {
+function slowest(timesFile: string, n: number, tree: TestTree | null): string[] {
   let text = '';
   try {
     text = readFileSync(timesFile, 'utf8');
@@ -106,7 +119,7 @@ function slowest(timesFile: string, n: number): string[] {
   }
   const rows = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { file: string; spanMs: number });
   return rows.sort((a, b) => b.spanMs - a.spanMs).slice(0, n)
-    .map((r) => `${(r.spanMs / 1000).toFixed(1).padStart(6)} s  ${relative(ROOT, r.file)}`);
+    .map((r) => `${(r.spanMs / 1000).toFixed(1).padStart(6)} s  ${repoPath(r.file, tree)}`);
 }
 
 async function main(): Promise<number> {
@@ -115,6 +128,7 @@ async function main(): Promise<number> {
   const results: PhaseResult[] = [];
   const slow: string[] = [];
   const services: Service[] = [];
+  let tree: TestTree | null = null;
   const stopAll = async (): Promise<void> => {
     for (const s of services.splice(0).reverse()) await s.stop().catch((err: unknown) => console.error(`stopping a service: ${String(err)}`));
   };
@@ -139,6 +153,12 @@ async function main(): Promise<number> {
       throw err;
     });
     servicesReady.catch(() => undefined);
+    const treeReady = FROM_SOURCES ? Promise.resolve(null) : buildTestTree(ROOT).then((t) => {
+      tree = t;
+      console.log(`test build: ${t.files} TypeScript files compiled into ${t.dir}`);
+      return t;
+    });
+    treeReady.catch(() => undefined);
     // The static checks run beside the cluster's start and then beside the pool, not before it: the pool is
     // CPU-bound either way, and waiting for the linter would leave a core idle once the type check is done.
     const staticChecks = only.length > 0 ? Promise.resolve([]) : Promise.all([
@@ -147,6 +167,10 @@ async function main(): Promise<number> {
         .then(async (r) => [r, await run('k6 typecheck', bin('tsc'), ['-p', 'k6/tsconfig.json', '--noEmit'], {})]),
     ]).then(([lint, types]) => [lint, ...types]);
     const env = await servicesReady.catch(async (err: unknown) => {
+      results.push(...await staticChecks);
+      throw err;
+    });
+    const built = await treeReady.catch(async (err: unknown) => {
       results.push(...await staticChecks);
       throw err;
     });
@@ -162,8 +186,8 @@ async function main(): Promise<number> {
     const phase = async (name: string, files: string[], width: number): Promise<void> => {
       if (files.length === 0) return;
       const timesFile = join(TIMES_DIR, `${name.replace(/\W+/g, '-')}.jsonl`);
-      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile), env));
-      slow.push(`${name}:`, ...slowest(timesFile, 12));
+      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile, built), env));
+      slow.push(`${name}:`, ...slowest(timesFile, 12, built));
     };
     await Promise.all([
       phase(`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY),
@@ -180,6 +204,7 @@ async function main(): Promise<number> {
     results.push({ name: 'services', ok: false, ms: 0 });
   } finally {
     await stopAll();
+    (tree as TestTree | null)?.remove();
   }
   rmSync(TIMES_DIR, { recursive: true, force: true });
   if (slow.length > 0) console.log(`\n== slowest files (from start to end of each file)\n${slow.join('\n')}`);

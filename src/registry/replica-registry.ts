@@ -7,7 +7,7 @@
 // poller scrapes a new replica at once, so that is one scrape round trip, not one interval. start() waits
 // (bounded) for the first scrape of every replica so a gateway does not open its port with an empty fleet.
 import type { Worker } from 'node:worker_threads';
-import { POLLER_YOUNG_GENERATION_MB, spawnWorker } from '../util/spawn-worker.ts';
+import { POLLER_YOUNG_GENERATION_MB, siblingModule, spawnWorker } from '../util/spawn-worker.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 import { InflightLedger } from './inflight-ledger.ts';
 import type { FromPoller, PollerSettings, PollerWorkerData, ToPoller } from './poll/protocol.ts';
@@ -17,7 +17,7 @@ import { ROW_FLAG, ROW_STATE } from './replica-table-layout.ts';
 
 export type { MembershipSnapshot, ReplicaInfo } from './replica-set.ts';
 
-const POLLER_URL = new URL('../../workers/replica-poller.worker.ts', import.meta.url);
+const POLLER_URL = siblingModule('../../workers/replica-poller.worker', import.meta.url);
 /** A crashed poller is restarted after this long (a crash loop costs at most one thread start a second). */
 const POLLER_RESTART_DELAY_MS = 1000;
 /** While removed replicas drain, check their in-flight count this often. */

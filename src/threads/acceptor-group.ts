@@ -17,12 +17,12 @@ import { EventsPrefixIndex } from '../router/events-prefix-index.ts';
 import type { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import type { PromptWork, ReplyWork } from '../tokenize/types.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
-import { spawnWorker } from '../util/spawn-worker.ts';
+import { siblingModule, spawnWorker } from '../util/spawn-worker.ts';
 import type { AcceptorWorkerData, ToAcceptor, ToMain } from './protocol.ts';
 import { Outbox, unbatch, type Batch } from './outbox.ts';
 import { FREE_PORT_ATTEMPTS, freePort } from '../util/free-port.ts';
 
-const ACCEPTOR_URL = new URL('../../workers/acceptor.worker.ts', import.meta.url);
+const ACCEPTOR_URL = siblingModule('../../workers/acceptor.worker', import.meta.url);
 
 export interface AcceptorGroupOptions {
   cfg: GatewayConfig;

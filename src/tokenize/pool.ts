@@ -12,14 +12,15 @@ import {
 import { ChatTemplateError } from './chat-template.ts';
 import type { PromptRefs } from './pool-refs.ts';
 import { AbortError, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
-import { TOKENIZER_YOUNG_GENERATION_MB, workerExecArgv } from '../util/spawn-worker.ts';
+import { TOKENIZER_YOUNG_GENERATION_MB, siblingModule, workerExecArgv } from '../util/spawn-worker.ts';
 
-const WORKER_URL = new URL('../../workers/tokenize.worker.ts', import.meta.url);
+const WORKER_URL = siblingModule('../../workers/tokenize.worker', import.meta.url);
 
 /**
  * Worker execArgv: the parent's, with tsx registered through its API. tsx's `--import tsx` entry registers
  * its hooks only on the main thread on Node 20, so an inherited `--import tsx` leaves a worker unable to
- * load .ts files; we drop it and import a one-line module that calls tsx's register() in the worker.
+ * load .ts files; we drop it and import a one-line module that calls tsx's register() in the worker. A
+ * compiled build's .js worker needs no loader.
  */
 function tokenizeWorkerExecArgv(): string[] {
   const args = workerExecArgv();
@@ -29,6 +30,7 @@ function tokenizeWorkerExecArgv(): string[] {
     if (a === '--import' && args[i + 1] === 'tsx') i++;
     else if (a !== '--import=tsx') out.push(a);
   }
+  if (!WORKER_URL.pathname.endsWith('.ts')) return out;
   const register = `import { register } from ${JSON.stringify(import.meta.resolve('tsx/esm/api'))}; register();`;
   out.push('--import', `data:text/javascript,${encodeURIComponent(register)}`);
   return out;

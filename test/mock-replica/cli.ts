@@ -1,5 +1,6 @@
 // `npm run mock -- FLAGS`: one mock vLLM replica in this process. Prints one line with its URL once it
 // listens (spawnMockReplica parses it); SIGTERM/SIGINT close it. Thread: main (mock process). Setup only.
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -117,4 +118,5 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
+// realpath: started through a symlink (npm test's compiled tree links every source), the module's URL is its real path.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) await main();

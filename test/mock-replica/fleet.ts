@@ -7,6 +7,7 @@
 // --block-size pool.block_size, --max-loras pool.mock_max_loras (when set), --lora for each of
 // replica.adapters ?? pool.adapters (LoRA enabled when the pool has adapters or mock_max_loras), --kv-events
 // replica.kv_events (when set).
+import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../../src/config/load.ts';
@@ -134,4 +135,5 @@ async function main(): Promise<void> {
   process.on('SIGTERM', stop);
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
+// realpath: started through a symlink (npm test's compiled tree links every source), the module's URL is its real path.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) await main();

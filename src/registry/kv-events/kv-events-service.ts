@@ -5,13 +5,13 @@
 import type { Worker } from 'node:worker_threads';
 import type { GatewayConfig } from '../../config/schema.ts';
 import type { ReplicaRegistry } from '../replica-registry.ts';
-import { spawnWorker, POLLER_YOUNG_GENERATION_MB } from '../../util/spawn-worker.ts';
+import { siblingModule, spawnWorker, POLLER_YOUNG_GENERATION_MB } from '../../util/spawn-worker.ts';
 import { EventsIndex, FALLBACK_REASONS, Stat, StreamState, type FallbackReasonName } from './events-index.ts';
 import type { FromKvEvents, KvEventsWorkerData, ToKvEvents } from './protocol.ts';
 import type { ReplicaAssignment, SubscriberConfig } from './subscriber.ts';
 import { prefaultPages } from '../../util/prefault.ts';
 
-const WORKER_URL = new URL('../../../workers/kv-events.worker.ts', import.meta.url);
+const WORKER_URL = siblingModule('../../../workers/kv-events.worker', import.meta.url);
 const RESTART_DELAY_MS = 1000;
 const STOP_GRACE_MS = 2000;
 

@@ -142,13 +142,13 @@ export class MockEngine {
   /** Queues a request. Throws on a caller bug: duplicate live id, lengths out of range, engine closed. */
   add(spec: EngineRequestSpec, events: EngineRequestEvents): void {
     if (this.closed) throw new Error('MockEngine is closed');
-    this.changes++;
     if (this.live.has(spec.id)) throw new Error(`request id ${spec.id} is already in the engine`);
     if (!Number.isInteger(spec.promptTokens) || spec.promptTokens < 1) throw new RangeError(`promptTokens must be >= 1, got ${spec.promptTokens}`);
     if (!Number.isInteger(spec.outputTokens) || spec.outputTokens < 1) throw new RangeError(`outputTokens must be >= 1, got ${spec.outputTokens}`);
     if (spec.promptTokens + spec.outputTokens > this.config.maxModelLen) {
       throw new RangeError(`promptTokens + outputTokens = ${spec.promptTokens + spec.outputTokens} exceeds maxModelLen ${this.config.maxModelLen}`);
     }
+    this.changes++;
     const req = new EngineRequest(spec, events, this.config.blockSize, ++this.saltSeq, this.clock.now());
     this.waiting.push(req);
     this.live.set(req.id, req);

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
-import { workerExecArgv } from '../../../src/util/spawn-worker.ts';
+import { siblingModule, workerExecArgv } from '../../../src/util/spawn-worker.ts';
 
 const FLAGS = ['--max-semi-space-size=32', '--perf-basic-prof', '--max-old-space-size', '4096', '--trace-gc', '--enable-source-maps', '--import', 'tsx'];
 
@@ -17,4 +17,9 @@ test('a worker started with the filtered flags runs, and one started with the ra
   assert.equal(msg, 'up');
   await ok.terminate();
   assert.throws(() => new Worker('0', { eval: true, execArgv: ['--max-semi-space-size=32'] }), { code: 'ERR_WORKER_INVALID_EXEC_ARGV' });
+});
+
+test('a worker entry takes its caller\'s extension: sources start .ts workers through tsx, a compiled build .js ones', () => {
+  assert.equal(siblingModule('../../workers/tokenize.worker', 'file:///app/src/tokenize/pool.ts').href, 'file:///app/workers/tokenize.worker.ts');
+  assert.equal(siblingModule('../../workers/tokenize.worker', 'file:///tmp/build/src/tokenize/pool.js').href, 'file:///tmp/build/workers/tokenize.worker.js');
 });
