@@ -2,9 +2,9 @@
 // for the line with its URL. Used by fleet.ts and test/helpers/mock-replicas.ts. Thread: main (parent
 // process). Setup only. The child watches its stdin pipe and exits when the parent dies, so no orphans.
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { nodeEntry } from '../helpers/node-entry.ts';
 
-const CLI = fileURLToPath(new URL('./cli.ts', import.meta.url));
+const CLI = nodeEntry('./cli', import.meta.url);
 const START_TIMEOUT_MS = 60_000;
 
 export interface SpawnedReplica {
@@ -25,7 +25,7 @@ export interface SpawnOptions {
 /** Port 0 unless `args` name one; rejects with the child's stderr if it exits or stays silent for 60 s. */
 export function spawnMockReplica(args: string[], opts: SpawnOptions = {}): Promise<SpawnedReplica> {
   const argv = args.includes('--port') ? args : [...args, '--port', '0'];
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...argv], {
+  const child = spawn(process.execPath, [...CLI, ...argv], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, MOCK_REPLICA_EXIT_WITH_PARENT: '1' },
   });

@@ -15,10 +15,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
 import { waitFor } from '../../helpers/start-gateway.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
 const KEY = 'sk-idle-conns';
 const MODEL = 'llama-3.1-8b-instruct';
-const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
+const MAIN = nodeEntry('../../../src/main', import.meta.url);
 const NOFILE = 256;
 /** Connections beyond the free descriptors: they reach the accept queue (512 deep) before the pause. */
 const EXTRA = 100;
@@ -100,7 +101,7 @@ async function startLimited(threads: number): Promise<{ child: ChildProcess; por
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],
   }));
   // ulimit in the shell, then exec: the gateway itself runs with at most NOFILE descriptors.
-  const child = spawn('sh', ['-c', `ulimit -n ${NOFILE} && exec "$0" --import tsx "$1" --config "$2"`, process.execPath, MAIN, configPath], {
+  const child = spawn('sh', ['-c', `ulimit -n ${NOFILE} && exec "$0" "$@"`, process.execPath, ...MAIN, '--config', configPath], {
     cwd: new URL('../../../', import.meta.url).pathname,
     env: { ...process.env, LOG_LEVEL: 'info', PORT: '', GATEWAY_CONFIG: '', USAGE_JSONL: '' },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -13,10 +13,11 @@ import { stringify } from 'yaml';
 import { startMockReplica } from '../../helpers/mock-replicas.ts';
 import { waitFor } from '../../helpers/start-gateway.ts';
 import { setFault } from './fleet-under-load.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
 const KEY = 'sk-reload-test';
 const MODEL = 'llama-3.1-8b-instruct';
-const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
+const MAIN = nodeEntry('../../../src/main', import.meta.url);
 
 function config(port: number, urls: string[], aliases: string[]): string {
   return stringify({
@@ -54,7 +55,7 @@ test('an invalid config file on reload keeps the running one under load; logged 
   });
   const file = join(dir, 'gateway.yaml');
   writeFileSync(file, config(port, replicas.map((r) => r.url), ['gpt-fast']));
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, '--config', file], { env: { ...process.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...MAIN, '--config', file], { env: { ...process.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   child.stdout.on('data', (d: Buffer) => { log += d.toString(); });
   child.stderr.on('data', (d: Buffer) => { log += d.toString(); });

@@ -17,13 +17,14 @@ import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.
 import { waitFor } from '../../helpers/start-gateway.ts';
 import { openStream, type OpenStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
 const KEY = 'sk-shutdown-test';
 const MODEL = 'llama-3.1-8b-instruct';
 const STREAMS = 4;
 const TOKENS_PER_STREAM = 10;
 const DELAY_PER_TOKEN_MS = 100; // ~1 s per stream
-const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
+const MAIN = nodeEntry('../../../src/main', import.meta.url);
 
 const dir = mkdtempSync(join(tmpdir(), 'expediter-shutdown-'));
 const replicas: MockReplica[] = [];
@@ -97,7 +98,7 @@ async function startChildGateway(name: string, graceMs: number): Promise<ChildGa
       replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],
   }, null, 2));
-  const proc = spawn(process.execPath, ['--import', 'tsx', MAIN, '--config', configPath], {
+  const proc = spawn(process.execPath, [...MAIN, '--config', configPath], {
     cwd: new URL('../../../', import.meta.url).pathname,
     env: { ...process.env, USAGE_JSONL: usagePath, LOG_LEVEL: 'info', PORT: '', GATEWAY_CONFIG: '' },
     stdio: ['ignore', 'pipe', 'pipe'],

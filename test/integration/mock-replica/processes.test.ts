@@ -13,6 +13,7 @@ import { parseConfig } from '../../../src/config/load.ts';
 import { spawnMockReplica } from '../../helpers/mock-replicas.ts';
 import { fleetReplicaArgs, startFleet } from '../../mock-replica/fleet.ts';
 import { postJson } from './http-client.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
 void test('a bad flag makes the child exit with its error, and spawnMockReplica rejects with it', async () => {
   await assert.rejects(spawnMockReplica(['--time-scale', '2']), /--time-scale must be in \(0, 1\]/);
@@ -58,14 +59,14 @@ void test('startFleet runs one process per replica; killing one leaves the other
   for (const r of fleet.replicas) await assert.rejects(fetch(`${r.url}/health`));
 });
 
-const FLEET = new URL('../../mock-replica/fleet.ts', import.meta.url).pathname;
+const FLEET = nodeEntry('../../mock-replica/fleet', import.meta.url);
 
 /** Runs the fleet CLI on a one-replica config; resolves with its stdout once it is up (or its exit). */
 function runFleetCli(args: string[], env: Record<string, string>): Promise<{ stdout: string; stderr: string; code: number | null; stop: () => Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'expediter-fleet-'));
   const config = join(dir, 'fleet.json');
   writeFileSync(config, JSON.stringify({ pools: [{ id: 'p', model: 'm', mock_profile: 'tiny', max_context_tokens: 2048, replicas: [{ id: 'p-1', url: 'http://127.0.0.1:0' }] }] }));
-  const child = spawn(process.execPath, ['--import', 'tsx', FLEET, '--config', config, ...args], { env: { ...process.env, MOCK_TIME_SCALE: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...FLEET, '--config', config, ...args], { env: { ...process.env, MOCK_TIME_SCALE: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

@@ -9,8 +9,9 @@ import type { RedisClient } from '../../../src/quota/redis-client.ts';
 import { RedisQuotaStore } from '../../../src/quota/redis-quota-store.ts';
 import type { TenantLimits } from '../../../src/quota/types.ts';
 import type { ChildArgs, HammerResult } from './quota-child.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
-const CHILD = new URL('./quota-child.ts', import.meta.url).pathname;
+const CHILD = nodeEntry('./quota-child', import.meta.url);
 
 /** A child gateway process: send it a job, get its JSON answer. */
 class Child {
@@ -19,7 +20,7 @@ class Child {
   private readonly waiters: Array<{ resolve: (l: string) => void; reject: (e: Error) => void }> = [];
 
   constructor(url: string) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', CHILD, url], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.proc = spawn(process.execPath, [...CHILD, url], { stdio: ['pipe', 'pipe', 'inherit'] });
     createInterface({ input: this.proc.stdout! }).on('line', (l) => {
       const w = this.waiters.shift();
       if (w) w.resolve(l);

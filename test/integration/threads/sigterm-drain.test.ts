@@ -14,12 +14,13 @@ import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.
 import { waitFor } from '../../helpers/start-gateway.ts';
 import { openStream, setFault } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
+import { nodeEntry } from '../../helpers/node-entry.ts';
 
 const KEY = 'sk-threads-drain';
 const MODEL = 'llama-3.1-8b-instruct';
 const STREAMS = 16; // all on one thread of two: odds 2^-15
 const TOKENS = 8;
-const MAIN = new URL('../../../src/main.ts', import.meta.url).pathname;
+const MAIN = nodeEntry('../../../src/main', import.meta.url);
 
 const dir = mkdtempSync(join(tmpdir(), 'expediter-threads-drain-'));
 const replicas: MockReplica[] = [];
@@ -58,7 +59,7 @@ test('SIGTERM drains the streams of every acceptor thread and loses no usage rec
       replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],
   }));
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, '--config', configPath], {
+  const child = spawn(process.execPath, [...MAIN, '--config', configPath], {
     cwd: new URL('../../../', import.meta.url).pathname,
     env: { ...process.env, USAGE_JSONL: usagePath, LOG_LEVEL: 'info', PORT: '', GATEWAY_CONFIG: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
