@@ -143,8 +143,12 @@ if (unavailable !== null) {
         const u = Math.floor(Math.random() * (cost + 1));
         used.set(tn.name, used.get(tn.name)! + u);
         if (!d.degraded) usedDecidedByRedis.set(tn.name, usedDecidedByRedis.get(tn.name)! + u);
-        // settle on the other gateway half the time: a lease belongs to the tenant, not to the process
-        await gateways[(w + (u % 2)) % 2]!.settle(tn, id, cost, u);
+        // Settle on the other gateway half the time: a lease belongs to the tenant, not to the process. Not a
+        // request admitted locally: its acquire may still be on its way to Redis (sent before the timeout,
+        // redirected after the failover), and only the gateway that sent it orders the settle behind it on
+        // the same connection; another's settle could land first, find no lease, and leave the late
+        // reservation to its TTL. A gateway settles what it admitted itself.
+        await (d.degraded ? gw : gateways[(w + (u % 2)) % 2]!).settle(tn, id, cost, u);
       }
     };
     const load = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
