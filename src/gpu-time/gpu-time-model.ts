@@ -90,6 +90,8 @@ export class GpuTimeModel {
   private readonly ownPrefill: Float64Array;
   /** The same requests' equivalent prefill work. */
   private readonly ownPrefillWork: Float64Array;
+  /** When a token last came back from the slot (fleet clock): the end of the latest step seen there. */
+  private readonly stepEndAt: Float64Array;
 
   constructor(pools: GatewayConfig['pools'], fleet: FleetView, staleMs: number) {
     const slots = fleet.ledger.slots;
@@ -106,6 +108,7 @@ export class GpuTimeModel {
     this.dispatchedWork = new Float64Array(slots);
     this.ownPrefill = new Float64Array(slots);
     this.ownPrefillWork = new Float64Array(slots);
+    this.stepEndAt = new Float64Array(slots).fill(Number.NEGATIVE_INFINITY);
     this.reconfigure(pools);
   }
 
@@ -209,10 +212,15 @@ export class GpuTimeModel {
     out.prefillMs = work / rate;
     out.stepsMs = (steps > 0 ? steps : 1) * step;
     out.adapterMs = req.adapter !== null && !fleet.residentAdapters(slot).includes(req.adapter) ? fig.adapterLoadMs : 0;
-    // A busy replica is mid-step when the request arrives: it joins the next one. The step in progress has, on
-    // average, half a mean step left; steps last step / (1 − ρ) on average when a share ρ of the time prefills.
+    // A busy replica is mid-step when the request arrives: it joins the next one. Steps last step / (1 − ρ) on
+    // average when a share ρ of the time prefills. The step in progress began when the replica's last token
+    // came back (every stream's token ends a step): what is left of a mean step since then, when that is
+    // within one mean step; else (no token seen lately, or a step running long on a prefill chunk) half a
+    // mean step, the mean residual of a step at a random instant.
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
-    out.residualMs = batch > 0 || ahead > 0 ? (0.5 * step) / (1 - busyRho) : 0;
+    const meanStep = step / (1 - busyRho);
+    const since = now - this.stepEndAt[slot]!;
+    out.residualMs = batch > 0 || ahead > 0 ? (ahead <= 0 && since >= 0 && since < step ? step - since : 0.5 * meanStep) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
     const worstWork = this.ownPrefillWork[slot]! + own;
     const worstSteps = Math.ceil(worstWork / chunk);
@@ -283,6 +291,11 @@ export class GpuTimeModel {
     pool.meanPromptTokens = Number.isNaN(m) ? req.promptTokens : m + MEAN_PROMPT_ALPHA * (req.promptTokens - m);
   }
 
+  /** Output tokens came back from `slot` (each relayed chunk of a stream): a step of that replica just ended. */
+  tokens(slot: number): void {
+    this.stepEndAt[slot] = this.fleet.nowMs();
+  }
+
   /** First token after `ttftMs` from dispatch; `streamed` false (a JSON reply: its whole body) teaches nothing. */
   firstToken(slot: number, req: RouteRequest, d: Decision, ttftMs: number, streamed: boolean): void {
     const pool = this.pools.get(req.poolId);
@@ -297,6 +310,7 @@ export class GpuTimeModel {
     if (this.backlog[slot]! > after) this.backlog[slot] = after > 0 ? after : 0;
     this.streams.first(d.gpuStream, now, this.doneWork(slot, now));
     if (!streamed) return;
+    this.stepEndAt[slot] = now;
     d.gpuFirstAtMs = now;
     const st = this.st;
     const fresh = this.kv.read(slot, st);
@@ -355,6 +369,7 @@ export class GpuTimeModel {
     this.arrivals[slot] = 0;
     this.ownPrefill[slot] = 0;
     this.ownPrefillWork[slot] = 0;
+    this.stepEndAt[slot] = Number.NEGATIVE_INFINITY;
   }
 
   /** The request's prefill is no longer awaiting a first token here. */

@@ -17,7 +17,7 @@ export interface AttemptPlan {
   readonly blockSize: number;
   readonly firstTokenTimeoutMs: number;
   readonly ledger: InflightLedger;
-  readonly router: Pick<Router, 'dispatched' | 'firstToken' | 'ended' | 'finished'>;
+  readonly router: Pick<Router, 'dispatched' | 'firstToken' | 'tokens' | 'ended' | 'finished'>;
   readonly upstream: Pick<UpstreamClient, 'dispatch'>;
   /** Hashes finished replies for the router; null or absent when its policy does not take them (setup). */
   readonly replies?: ReplyHashing | null;

@@ -197,6 +197,8 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
     if (delta > 0 && this.entry !== null) {
       this.relayedTokens = relay.tokens;
       this.plan.ledger.tokens(this.entry, delta);
+      // A step of the replica just ended: the GPU-time model times the next one from here (one store).
+      this.plan.router.tokens(this.decision);
     }
   }
 

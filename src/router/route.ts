@@ -131,6 +131,11 @@ export class Router {
     this.policy.firstToken?.(d.slot, req, d, ttftMs);
   }
 
+  /** Output tokens of an attempt came back from its replica (a relayed chunk). Hot path: one store. */
+  tokens(d: Decision): void {
+    this.gpu?.tokens(d.slot);
+  }
+
   /** The attempt's stream ended after `outputTokens` (called at once, before any reply hashing). */
   ended(req: RouteRequest, d: Decision, outputTokens: number): void {
     this.gpu?.ended(d.slot, req, d, outputTokens);

@@ -261,3 +261,40 @@ void test('decode samples subtract the prefill under way: streams inside a 100k-
   const learned = model.decode.stepMs(0, fig, 1.5, 0);
   assert.ok(Math.abs(learned - step(1.5, 0)) < 0.25 * step(1.5, 0), `learned step ${learned} against ${step(1.5, 0)}`);
 });
+
+void test('the step in progress: what is left of it since the replica\'s last token while only decode runs there', () => {
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  // One sequence decoding there (past its first token), no prefill queued, nothing arriving: ρ is 0.
+  fleet.ledger.firstToken(fleet.ledger.dispatch(0, 160, 100, 16));
+  const req = request(hashes(10, 7), { promptTokens: 160 });
+  const predict = (): GpuPrediction => model.predict(req, 0, 0, new GpuPrediction());
+  const s = predict().stepsMs; // its own prefill fits one step at batch 2
+  assert.ok(Math.abs(s - step(2, Math.ceil(260 / 16) * 16)) < 1e-9, String(s));
+  assert.equal(predict().residualMs, 0.5 * s, 'no token seen yet: half a step, the mean at a random instant');
+  model.tokens(0);
+  assert.equal(predict().residualMs, s, 'a token just came back: the next step has begun without it, a whole step');
+  fleet.now += 0.75 * s;
+  assert.ok(Math.abs(predict().residualMs - 0.25 * s) < 1e-9, 'three quarters of the step gone: a quarter left');
+  assert.ok(Math.abs(predict().ttftMs - (work(0, 160) / 12 + s + 0.25 * s)) < 1e-9, 'the residual is part of the TTFT');
+  fleet.now += 0.5 * s;
+  assert.equal(predict().residualMs, 0.5 * s, 'more than a step since the last token: a step running long, half a step assumed');
+  model.tokens(0);
+  model.replicaReset(0);
+  assert.equal(predict().residualMs, 0.5 * s, 'a restarted replica\'s last token says nothing');
+});
+
+void test('the step in progress: with prefill queued its length is unknown, so half a mean step whatever the last token', () => {
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  fleet.ledger.firstToken(fleet.ledger.dispatch(0, 160, 100, 16));
+  dispatch(model, fleet, 0, 2000);
+  const req = request(hashes(10, 7), { promptTokens: 160 });
+  const before = model.predict(req, 0, 0, new GpuPrediction());
+  assert.ok(before.workAhead > work(0, 160), 'the 2,000-token prompt is ahead');
+  model.tokens(0);
+  const after = model.predict(req, 0, 0, new GpuPrediction());
+  assert.equal(after.residualMs, before.residualMs);
+  const step1 = after.stepsMs / Math.ceil(after.workAhead / (2048 - 1));
+  assert.ok(Math.abs(after.residualMs - 0.5 * step1 / (1 - after.rhoArriving)) < 1e-9, String(after.residualMs));
+});

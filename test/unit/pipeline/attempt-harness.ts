@@ -19,6 +19,8 @@ export interface Harness {
   feedback: string[];
   call: UpstreamCall & { aborted: number; paused: number };
   outcome: Promise<AttemptOutcome>;
+  /** Chunks that carried output tokens, as the router's `tokens` hook counted them (the GPU-time model's step ends). */
+  tokenChunks: { n: number };
 }
 
 export function attemptHarness(sink: ClientSink, opts: { stream: boolean; promptTokens?: number; cachedBlocks?: number; firstTokenTimeoutMs?: number; replies?: ReplyHashing; stalls?: StallWatch }): Harness {
@@ -26,6 +28,7 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
   ctx.stream = opts.stream;
   const ledger = new InflightLedger(1);
   const feedback: string[] = [];
+  const tokenChunks = { n: 0 };
   const call = { aborted: 0, paused: 0, done: false, pause() { this.paused++; }, resume() {}, abort() { this.aborted++; } };
   const routeReq: RouteRequest = { poolId: 'p', adapter: null, promptTokens: opts.promptTokens ?? 40, maxTokens: 16, blockHashes: new Float64Array(2), excluded: [] };
   const plan: AttemptPlan = {
@@ -39,6 +42,7 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
       dispatched: (r) => { if (r === routeReq) feedback.push('dispatched'); },
       firstToken: (r, _d, ms) => { if (r === routeReq) feedback.push(`firstToken ${ms >= 0 ? 'ok' : 'negative'}`); },
       finished: (r, _d, cached, hashes) => { if (r === routeReq) feedback.push(`finished ${cached} ${hashes}`); },
+      tokens: () => { tokenChunks.n++; },
       ended: () => undefined,
     },
     upstream: { dispatch: () => call },
@@ -50,5 +54,5 @@ export function attemptHarness(sink: ClientSink, opts: { stream: boolean; prompt
   d.cachedBlocks = opts.cachedBlocks ?? 0;
   const a = new UpstreamAttempt(ctx, plan, d, [['content-type', 'text/event-stream']]);
   const outcome = a.run('http://replica');
-  return { a, ctx, ledger, feedback, call, outcome };
+  return { a, ctx, ledger, feedback, call, outcome, tokenChunks };
 }

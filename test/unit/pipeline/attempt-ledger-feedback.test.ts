@@ -43,6 +43,7 @@ test('a stream: dispatched with the predicted-uncached prefill, first token move
   assert.equal(h.ledger.get(0, LEDGER_PREFILL_TOKENS), 0);
   assert.equal(h.ledger.get(0, LEDGER_RUNNING), 1);
   h.a.onData(Buffer.from(REST));
+  assert.equal(h.tokenChunks.n, 1, 'a later chunk with a token tells the GPU-time model a step ended (the first token\'s step reaches it through firstToken)');
   h.a.onEnd();
   assert.deepEqual(await h.outcome, { kind: 'sent', failure: null });
   assert.deepEqual(h.feedback, ['dispatched', 'firstToken ok', 'finished 32 null'], 'finished carries the cached tokens the replica reported');
