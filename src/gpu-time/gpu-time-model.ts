@@ -220,7 +220,11 @@ export class GpuTimeModel {
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
     const meanStep = step / (1 - busyRho);
     const since = now - this.stepEndAt[slot]!;
-    out.residualMs = batch > 0 || ahead > 0 ? (ahead <= 0 && since >= 0 && since < step ? step - since : 0.5 * meanStep) : 0;
+    // Only decode runs there as far as anyone can tell: nothing of ours or another thread's awaits a first
+    // token, and the scrape shows no one running beyond the requests this gateway knows of (another
+    // gateway's prompt may be prefilling in chunks that lengthen every step).
+    const onlyDecode = ahead <= 0 && !unseen && !(fresh && st.running > ledgerRunning + (joining > 0 ? joining : 0));
+    out.residualMs = batch > 0 || ahead > 0 ? (onlyDecode && since >= 0 && since < step ? step - since : 0.5 * meanStep) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
     const worstWork = this.ownPrefillWork[slot]! + own;
     const worstSteps = Math.ceil(worstWork / chunk);

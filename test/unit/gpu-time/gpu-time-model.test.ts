@@ -280,6 +280,12 @@ void test('the step in progress: what is left of it since the replica\'s last to
   fleet.now += 0.5 * s;
   assert.equal(predict().residualMs, 0.5 * s, 'more than a step since the last token: a step running long, half a step assumed');
   model.tokens(0);
+  fleet.rows[0]!.running = 3;
+  fleet.rows[0]!.lastGoodScrapeMs = fleet.now;
+  const seen = predict();
+  assert.equal(seen.residualMs, 0.5 * seen.stepsMs, 'the scrape shows sequences no one here sent (another gateway\'s, maybe prefilling): half a step');
+  fleet.rows[0]!.running = 1;
+  assert.equal(predict().residualMs, s, 'the scrape shows only ours: the step is known again');
   model.replicaReset(0);
   assert.equal(predict().residualMs, 0.5 * s, 'a restarted replica\'s last token says nothing');
 });
