@@ -23,36 +23,17 @@ import { DecodeFit } from './decode-fit.ts';
 import { GpuPrediction } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
+import {
+  ARRIVAL_WINDOW_MS, LONG_PROMPT_FACTOR, MAX_SAMPLE_PREFILL_SHARE, MEAN_PROMPT_ALPHA, MIN_DECODE_SAMPLE_TOKENS,
+  MIN_RATE_SAMPLE_WORK, OWN_RHO_CAP, RHO_CAP, SHORT_PROMPT_TOKENS, STREAM_TPOT_MARGIN,
+} from './model-parameters.ts';
+import { StepPhase } from './step-phase.ts';
 import { SlackQuery, StreamSlack } from './stream-slack.ts';
 
 /** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
 export { GpuPrediction };
 
-/** Time constant of the arriving-prefill sum: about one stream's life (300 tokens at 20-40 ms). */
-export const ARRIVAL_WINDOW_MS = 8000;
-/** ρ is capped below 1 so a predicted TPOT stays finite (and large) on an oversubscribed replica. */
-export const RHO_CAP = 0.95;
-/** A request's own prefill counts in ρ up to this share of the window's prefill capacity (a 100k-token
- * prompt stalls the batch once; it does not raise the rate for the whole window). */
-export const OWN_RHO_CAP = 0.25;
-/** Prompts up to this many tokens are held to the tier's TTFT; longer ones to 1.25 × their idle TTFT. */
-export const SHORT_PROMPT_TOKENS = 4000;
-export const LONG_PROMPT_FACTOR = 1.25;
-/** First tokens after less prefill work than this say more about fixed costs than about the rate. */
-const MIN_RATE_SAMPLE_WORK = 256;
-/** Streams shorter than this give no decode-step sample (too few gaps to average the step noise). */
-const MIN_DECODE_SAMPLE_TOKENS = 8;
-/**
- * A stream whose span was mostly prefill (by the fluid's account) gives no decode-step sample: the step is what
- * is left after subtracting the prefill estimate, so its error is that estimate's error × share / (1 − share),
- * and the estimate itself drains at the learned step (a sample that mostly echoes the step it was computed
- * with). At a share of 0.5 a 10 % error in the prefill estimate is a 10 % error in the step.
- */
-export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
-/** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
-const MEAN_PROMPT_ALPHA = 0.05;
-/** Each stream is held to this share of the TPOT target in the per-stream slack (the step's jitter, the model's error). */
-export const STREAM_TPOT_MARGIN = 0.9;
+export { ARRIVAL_WINDOW_MS, MAX_SAMPLE_PREFILL_SHARE, OWN_RHO_CAP, RHO_CAP, STREAM_TPOT_MARGIN } from './model-parameters.ts';
 
 class PoolState {
   fig: PoolFigures;
@@ -90,8 +71,7 @@ export class GpuTimeModel {
   private readonly ownPrefill: Float64Array;
   /** The same requests' equivalent prefill work. */
   private readonly ownPrefillWork: Float64Array;
-  /** When a token last came back from the slot (fleet clock): the end of the latest step seen there. */
-  private readonly stepEndAt: Float64Array;
+  private readonly phase: StepPhase;
 
   constructor(pools: GatewayConfig['pools'], fleet: FleetView, staleMs: number) {
     const slots = fleet.ledger.slots;
@@ -108,7 +88,7 @@ export class GpuTimeModel {
     this.dispatchedWork = new Float64Array(slots);
     this.ownPrefill = new Float64Array(slots);
     this.ownPrefillWork = new Float64Array(slots);
-    this.stepEndAt = new Float64Array(slots).fill(Number.NEGATIVE_INFINITY);
+    this.phase = new StepPhase(slots);
     this.reconfigure(pools);
   }
 
@@ -212,19 +192,11 @@ export class GpuTimeModel {
     out.prefillMs = work / rate;
     out.stepsMs = (steps > 0 ? steps : 1) * step;
     out.adapterMs = req.adapter !== null && !fleet.residentAdapters(slot).includes(req.adapter) ? fig.adapterLoadMs : 0;
-    // A busy replica is mid-step when the request arrives: it joins the next one. Steps last step / (1 − ρ) on
-    // average when a share ρ of the time prefills. The step in progress began when the replica's last token
-    // came back (every stream's token ends a step): what is left of a mean step since then, when that is
-    // within one mean step; else (no token seen lately, or a step running long on a prefill chunk) half a
-    // mean step, the mean residual of a step at a random instant.
+    // A busy replica is mid-step when the request arrives: it joins the next one (step-phase.ts). Only decode
+    // runs there when nothing of ours or another thread's awaits a first token and the scrape shows no one else.
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
-    const meanStep = step / (1 - busyRho);
-    const since = now - this.stepEndAt[slot]!;
-    // Only decode runs there as far as anyone can tell: nothing of ours or another thread's awaits a first
-    // token, and the scrape shows no one running beyond the requests this gateway knows of (another
-    // gateway's prompt may be prefilling in chunks that lengthen every step).
     const onlyDecode = ahead <= 0 && !unseen && !(fresh && st.running > ledgerRunning + (joining > 0 ? joining : 0));
-    out.residualMs = batch > 0 || ahead > 0 ? (onlyDecode && since >= 0 && since < step ? step - since : 0.5 * meanStep) : 0;
+    out.residualMs = batch > 0 || ahead > 0 ? this.phase.residualMs(slot, now, step, busyRho, onlyDecode) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
     const worstWork = this.ownPrefillWork[slot]! + own;
     const worstSteps = Math.ceil(worstWork / chunk);
@@ -297,7 +269,7 @@ export class GpuTimeModel {
 
   /** Output tokens came back from `slot` (each relayed chunk of a stream): a step of that replica just ended. */
   tokens(slot: number): void {
-    this.stepEndAt[slot] = this.fleet.nowMs();
+    this.phase.ended(slot, this.fleet.nowMs());
   }
 
   /** First token after `ttftMs` from dispatch; `streamed` false (a JSON reply: its whole body) teaches nothing. */
@@ -314,7 +286,7 @@ export class GpuTimeModel {
     if (this.backlog[slot]! > after) this.backlog[slot] = after > 0 ? after : 0;
     this.streams.first(d.gpuStream, now, this.doneWork(slot, now));
     if (!streamed) return;
-    this.stepEndAt[slot] = now;
+    this.phase.ended(slot, now);
     d.gpuFirstAtMs = now;
     const st = this.st;
     const fresh = this.kv.read(slot, st);
@@ -373,7 +345,7 @@ export class GpuTimeModel {
     this.arrivals[slot] = 0;
     this.ownPrefill[slot] = 0;
     this.ownPrefillWork[slot] = 0;
-    this.stepEndAt[slot] = Number.NEGATIVE_INFINITY;
+    this.phase.reset(slot);
   }
 
   /** The request's prefill is no longer awaiting a first token here. */

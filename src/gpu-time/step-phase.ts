@@ -1,0 +1,37 @@
+// Where each replica is in its current engine step, from the tokens this gateway thread relays: every token
+// that comes back ends a step, and the engine has already begun the next one without a request arriving now.
+// Thread: the acceptor (one per GpuTimeModel). Hot path: tokens() is one store per relayed chunk that carries
+// a token; residualMs() is a load and a few flops per prediction. src/gpu-time/README.md has the measurements.
+
+export class StepPhase {
+  /** When a token last came back from the slot (fleet clock): the end of the latest step seen there. */
+  private readonly endAt: Float64Array;
+
+  constructor(slots: number) {
+    this.endAt = new Float64Array(slots).fill(Number.NEGATIVE_INFINITY);
+  }
+
+  /** A step of `slot` ended at `now` (a token came back). */
+  ended(slot: number, now: number): void {
+    this.endAt[slot] = now;
+  }
+
+  /** The replica restarted or left: its last token says nothing about its next step. */
+  reset(slot: number): void {
+    this.endAt[slot] = Number.NEGATIVE_INFINITY;
+  }
+
+  /**
+   * What is left of the step in progress at `now`. Steps last `stepMs / (1 − ρ)` on average when a share ρ of
+   * the time prefills. Where only decode runs (`onlyDecode`: nothing awaits a first token there and the scrape
+   * shows no one this gateway does not know of, whose prompt could be prefilling in chunks) a step lasts the
+   * decode step, so what is left is that less the time since the last token, when a token came within it.
+   * Otherwise (a step may carry a prefill chunk of unknown size, or no token came lately) half a mean step,
+   * the mean residual of a step at a random instant.
+   */
+  residualMs(slot: number, now: number, stepMs: number, rho: number, onlyDecode: boolean): number {
+    const since = now - this.endAt[slot]!;
+    if (onlyDecode && since >= 0 && since < stepMs) return stepMs - since;
+    return (0.5 * stepMs) / (1 - rho);
+  }
+}
