@@ -68,7 +68,6 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   try {
     quota = await createQuotaStore(cfg.quota, {
       ...(sharedQuota !== null ? { sharedTable: sharedQuota } : {}),
-      expectedGateways: cfg.quota.expected_gateways,
       onRedisError: (err) => log.warn({ component: 'quota', err: err.message }, 'redis error'),
       onStateChange: (up, detail) => log[up ? 'info' : 'error']({ component: 'quota' }, `redis ${up ? 'back' : 'down'}: ${detail}`),
     });

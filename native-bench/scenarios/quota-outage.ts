@@ -33,8 +33,8 @@ const quotaOutage: BenchScenario = async (args) => {
   const readyTimeoutMs = Number(values['ready-timeout-ms']);
   const redis = await OwnRedis.start();
   const make = (failureMode: 'open' | 'closed'): Promise<QuotaStore> => createQuotaStore(
-    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: timeoutMs, lease_ttl_ms: 60_000, expected_gateways: 1, key_prefix: `bench:${randomUUID()}` },
-    { expectedGateways: 2, readyTimeoutMs },
+    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: timeoutMs, lease_ttl_ms: 60_000, expected_gateways: 2, key_prefix: `bench:${randomUUID()}` },
+    { readyTimeoutMs },
   );
   let n = 0;
   const decide = async (store: QuotaStore): Promise<{ ms: number; degraded: boolean; ok: boolean }> => {

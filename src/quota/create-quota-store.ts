@@ -12,8 +12,6 @@ import type { QuotaStore } from './types.ts';
 import type { GatewayConfig } from '../config/schema.ts';
 
 export interface CreateQuotaStoreOptions {
-  /** Gateways expected to share tenants when failing open (each admits 1/N locally). Default 1. */
-  expectedGateways?: number;
   /** How long startup waits for Redis before starting under the failure policy (default 2,000 ms). */
   readyTimeoutMs?: number;
   /** Redis connection errors (for the log); never called with key material. */
@@ -43,7 +41,8 @@ export async function createQuotaStore(cfg: GatewayConfig['quota'], opts: Create
   return new ResilientQuotaStore(primary, {
     failureMode: cfg.failure_mode,
     leaseTtlMs: cfg.lease_ttl_ms,
-    ...(opts.expectedGateways !== undefined ? { expectedGateways: opts.expectedGateways } : {}),
+    // quota.expected_gateways: each gateway admits 1/N of a tenant's limits locally while failing open.
+    expectedGateways: cfg.expected_gateways,
     ...(opts.onStateChange ? { onStateChange: opts.onStateChange } : {}),
   });
 }

@@ -27,8 +27,8 @@ const limits: TenantLimits = Object.freeze({ name: 'acme', tokensPerSecond: 1, b
 async function makeStore(failureMode: 'open' | 'closed', readyTimeoutMs = 3000): Promise<{ store: ResilientQuotaStore; prefix: string }> {
   const prefix = `test:${randomUUID()}`;
   const store = await createQuotaStore(
-    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: TIMEOUT_MS, lease_ttl_ms: 60_000, expected_gateways: 1, key_prefix: prefix },
-    { expectedGateways: 2, readyTimeoutMs },
+    { backend: 'redis', redis_url: redis.url, failure_mode: failureMode, timeout_ms: TIMEOUT_MS, lease_ttl_ms: 60_000, expected_gateways: 2, key_prefix: prefix },
+    { readyTimeoutMs },
   );
   assert.ok(store instanceof ResilientQuotaStore);
   return { store, prefix };
@@ -97,7 +97,7 @@ void test('fail-open: Redis killed mid-test admits through a local share marked 
   const { d } = await decide(store.acquire(limits, 'r2', 100), 'fail-open decision with Redis killed');
   assert.equal(d.ok, true);
   assert.equal(d.ok && d.degraded, true);
-  // 1/expectedGateways of the tenant's limits: 500 tokens, 2 requests in flight
+  // 1/expected_gateways of the tenant's limits: 500 tokens, 2 requests in flight
   assert.equal(d.limitTokens, 500);
   assert.equal(d.limitRequests, 2);
   assert.equal(d.remainingTokens, 400);
