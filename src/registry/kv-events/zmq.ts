@@ -12,14 +12,24 @@ export const DEFAULT_HWM = 100_000;
 /** A PUB socket bound to `endpoint` (tcp://host:port), as vLLM's ZmqEventPublisher binds it. */
 export async function bindPublisher(endpoint: string, hwm = DEFAULT_HWM): Promise<Publisher> {
   const pub = new Publisher({ sendHighWaterMark: hwm, linger: 0 });
-  await pub.bind(endpoint);
+  try {
+    await pub.bind(endpoint);
+  } catch (err) {
+    pub.close(); // a socket that failed to bind is not handed out, so nothing else would close it
+    throw err;
+  }
   return pub;
 }
 
 /** The replay ROUTER bound to `endpoint`. */
 export async function bindReplayRouter(endpoint: string): Promise<Router> {
   const router = new Router({ linger: 0 });
-  await router.bind(endpoint);
+  try {
+    await router.bind(endpoint);
+  } catch (err) {
+    router.close();
+    throw err;
+  }
   return router;
 }
 

@@ -15,6 +15,26 @@ import type { EngineBlockEvents } from '../engine/types.ts';
 
 /** vLLM's KVEventsConfig.buffer_steps: batches kept for replay. */
 const BUFFER_STEPS = 10_000;
+/**
+ * ZeroMQ closes a socket's listener on its I/O thread after close() returns, so the same port bound again at
+ * once (a mock restarted on its endpoint, the publisher stopped and started) can still be taken for a moment.
+ * A restarted vLLM is a new process binding after the old one exited; this waits as that would, up to 2 s.
+ */
+const BIND_RETRY_MS = 2000;
+const BIND_RETRY_EVERY_MS = 20;
+
+async function bindWhenFree<T>(bind: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + BIND_RETRY_MS;
+  for (;;) {
+    try {
+      return await bind();
+    } catch (err) {
+      const inUse = (err as { code?: unknown }).code === 'EADDRINUSE' || /address already in use/i.test((err as Error).message);
+      if (!inUse || performance.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, BIND_RETRY_EVERY_MS));
+    }
+  }
+}
 const MASK64 = (1n << 64n) - 1n;
 
 /** splitmix64's finaliser: a bijection on 64-bit values. */
@@ -94,8 +114,8 @@ export class KvEventPublisher implements EngineBlockEvents {
   /** (Re)binds both sockets; batches built while closed are in the replay buffer. */
   async open(): Promise<void> {
     if (this.pub !== null) return;
-    this.pub = await bindPublisher(this.endpoint);
-    this.router = await bindReplayRouter(this.replayEndpoint);
+    this.pub = await bindWhenFree(() => bindPublisher(this.endpoint));
+    this.router = await bindWhenFree(() => bindReplayRouter(this.replayEndpoint));
     void this.serveReplay(this.router);
   }
 
