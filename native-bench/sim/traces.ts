@@ -2,13 +2,15 @@
 // Mooncake JSONL (kvcache-ai/Mooncake, FAST'25): timestamp (ms), input_length, output_length, hash_ids (one
 // prefix-chained id per 512-token block); each id expands to 32 chained 16-token block hashes, so requests
 // with equal ids share those blocks exactly. Azure CSV (Azure/AzurePublicDataset, Splitwise ISCA'24):
-// wall-clock TIMESTAMP, ContextTokens, GeneratedTokens; no content, so every prompt is distinct.
-// Thread: the run's. Setup reads the whole file once (a few MB). A request's block hashes are computed the
+// wall-clock TIMESTAMP (with or without a UTC offset: the 2023 files have none, the 2024 ones `+00:00`),
+// ContextTokens, GeneratedTokens; no content, so every prompt is distinct. Either is replayed in time order
+// from its earliest record, whatever its first timestamp and however its lines are ordered.
+// Thread: the run's. Setup reads the whole file once, line by line. A request's block hashes are computed the
 // first time a run replays its record and kept for the thread's later runs (a race replays the same records
 // dozens of times; Mooncake's ~1,000 chained hashes a prompt were a tenth of a run's CPU): up to ~35 MB for
 // the whole Mooncake trace, nothing per request after that.
-import { readFileSync } from 'node:fs';
 import { chain53 } from './prng.ts';
+import { forEachLine } from './trace-lines.ts';
 import type { PoolShape, SimRequest, Workload } from './workload-types.ts';
 
 /** Tokens per Mooncake hash id. */
@@ -25,52 +27,85 @@ export interface TraceRecord {
 
 export function readMooncake(path: string): TraceRecord[] {
   const out: TraceRecord[] = [];
-  const lines = readFileSync(path, 'utf8').split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (line === '') continue;
+  forEachLine(path, (raw, lineNo) => {
+    const line = raw.trim();
+    if (line === '') return;
     let o: { timestamp?: unknown; input_length?: unknown; output_length?: unknown; hash_ids?: unknown };
     try {
       o = JSON.parse(line) as typeof o;
     } catch {
-      throw new Error(`${path}:${i + 1}: not JSON`);
+      throw new Error(`${path}:${lineNo}: not JSON`);
     }
     if (typeof o.timestamp !== 'number' || typeof o.input_length !== 'number' || typeof o.output_length !== 'number' || !Array.isArray(o.hash_ids)) {
-      throw new Error(`${path}:${i + 1}: expected timestamp, input_length, output_length, hash_ids`);
+      throw new Error(`${path}:${lineNo}: expected timestamp, input_length, output_length, hash_ids`);
     }
     out.push({ atMs: o.timestamp, inputTokens: o.input_length, outputTokens: o.output_length, hashIds: o.hash_ids as number[] });
-  }
-  return out;
+  });
+  return fromEarliest(out);
 }
 
-/** `2023-11-16 18:17:03.9799600` → milliseconds since the epoch (UTC; only differences are used). */
-function azureTimeMs(s: string): number {
-  const m = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$/.exec(s.trim());
+/**
+ * `2023-11-16 18:17:03.9799600` or `2024-05-10 00:00:00.009930+00:00` (also `T` for the space, `Z`, `+0000`)
+ * → milliseconds since the epoch, UTC. NaN when it is neither.
+ */
+export function azureTimeMs(s: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)\s*(Z|[+-]\d{2}:?\d{2})?$/.exec(s.trim());
   if (!m) return Number.NaN;
-  return Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5])) + Number(m[6]) * 1000;
+  const local = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), Number(m[5])) + Number(m[6]) * 1000;
+  const tz = m[7];
+  if (tz === undefined || tz === 'Z') return local;
+  const sign = tz[0] === '-' ? -1 : 1;
+  const digits = tz.slice(1).replace(':', '');
+  return local - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
 }
+
+/** A CSV header or field without surrounding quotes. */
+const unquote = (f: string): string => f.trim().replace(/^"(.*)"$/, '$1');
 
 export function readAzure(path: string): TraceRecord[] {
-  const lines = readFileSync(path, 'utf8').split('\n');
-  const header = lines[0]?.trim().split(',') ?? [];
-  const ti = header.indexOf('TIMESTAMP');
-  const ci = header.indexOf('ContextTokens');
-  const gi = header.indexOf('GeneratedTokens');
-  if (ti < 0 || ci < 0 || gi < 0) throw new Error(`${path}: expected a TIMESTAMP,ContextTokens,GeneratedTokens header`);
   const out: TraceRecord[] = [];
-  let t0 = Number.NaN;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (line === '') continue;
+  let ti = -1;
+  let ci = -1;
+  let gi = -1;
+  forEachLine(path, (raw, lineNo) => {
+    if (lineNo === 1) {
+      const header = raw.split(',').map(unquote);
+      ti = header.indexOf('TIMESTAMP');
+      ci = header.indexOf('ContextTokens');
+      gi = header.indexOf('GeneratedTokens');
+      if (ti < 0 || ci < 0 || gi < 0) throw new Error(`${path}: expected a TIMESTAMP,ContextTokens,GeneratedTokens header`);
+      return;
+    }
+    const line = raw.trim();
+    if (line === '') return;
     const f = line.split(',');
-    const t = azureTimeMs(f[ti] ?? '');
-    const input = Number(f[ci]);
-    const output = Number(f[gi]);
-    if (Number.isNaN(t) || !Number.isInteger(input) || !Number.isInteger(output)) throw new Error(`${path}:${i + 1}: bad record`);
-    if (Number.isNaN(t0)) t0 = t;
-    out.push({ atMs: t - t0, inputTokens: input, outputTokens: output, hashIds: null });
+    const t = azureTimeMs(unquote(f[ti] ?? ''));
+    const input = Number(unquote(f[ci] ?? ''));
+    const output = Number(unquote(f[gi] ?? ''));
+    if (Number.isNaN(t) || !Number.isInteger(input) || !Number.isInteger(output)) throw new Error(`${path}:${lineNo}: bad record`);
+    out.push({ atMs: t, inputTokens: input, outputTokens: output, hashIds: null });
+  });
+  if (ti < 0) throw new Error(`${path}: expected a TIMESTAMP,ContextTokens,GeneratedTokens header`);
+  return fromEarliest(out);
+}
+
+/**
+ * The records in time order (stable: equal times keep the file's order, as a multi-turn chat's turns must),
+ * times counted from the earliest. A trace cut from a longer one starts at its own first request, not after
+ * the span it was cut from.
+ */
+function fromEarliest(records: TraceRecord[]): TraceRecord[] {
+  let sorted = true;
+  for (let i = 1; i < records.length; i++) {
+    if (records[i]!.atMs < records[i - 1]!.atMs) {
+      sorted = false;
+      break;
+    }
   }
-  return out;
+  if (!sorted) records.sort((a, b) => a.atMs - b.atMs);
+  const t0 = records.length > 0 ? records[0]!.atMs : 0;
+  if (t0 !== 0) for (const r of records) r.atMs -= t0;
+  return records;
 }
 
 /** Full 16-token block hashes of a Mooncake prompt: id k covers blocks 32k .. 32k+31, chained through them all. */

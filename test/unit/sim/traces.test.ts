@@ -7,7 +7,8 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { expandHashIds, readAzure, readMooncake, traceSpanMs, TraceWorkload } from '../../../native-bench/sim/traces.ts';
+import { azureTimeMs, expandHashIds, readAzure, readMooncake, traceSpanMs, TraceWorkload } from '../../../native-bench/sim/traces.ts';
+import { forEachLine } from '../../../native-bench/sim/trace-lines.ts';
 import type { PoolShape } from '../../../native-bench/sim/workload-types.ts';
 
 const pool: PoolShape = { id: '8b', maxModelLen: 131_072, blockSize: 16, adapters: [] };
@@ -52,6 +53,47 @@ test('Azure: wall-clock times become ms from the first record; every prompt is d
   assert.equal(b.atMs, 26); // --speed 2 halves the gaps
   assert.equal(a.blockHashes.length, 300);
   assert.notEqual(a.blockHashes[0], b.blockHashes[0]);
+});
+
+test('Azure 2024: a UTC offset on TIMESTAMP, CRLF lines, a byte-order mark and a quoted header are read as 2023\'s', () => {
+  assert.equal(azureTimeMs('2024-05-10 00:00:00.009930+00:00'), Date.UTC(2024, 4, 10) + 9.93);
+  assert.equal(azureTimeMs('2024-05-10T02:00:00+02:00'), Date.UTC(2024, 4, 10));
+  assert.equal(azureTimeMs('2024-05-09 19:30:00-0430'), Date.UTC(2024, 4, 10));
+  assert.equal(azureTimeMs('2024-05-10 00:00:00Z'), Date.UTC(2024, 4, 10));
+  assert.ok(Number.isNaN(azureTimeMs('2024-05-10 00:00:00 UTC+1')));
+  const path = join(dir, 'a2024.csv');
+  writeFileSync(path, '\ufeff"TIMESTAMP","ContextTokens","GeneratedTokens"\r\n2024-05-10 00:00:00.009930+00:00,4808,10\r\n2024-05-10 00:00:01.509930+00:00,100,1\r\n');
+  const recs = readAzure(path);
+  assert.deepEqual(recs.map((r) => [Math.round(r.atMs * 1000) / 1000, r.inputTokens, r.outputTokens]), [[0, 4808, 10], [1500, 100, 1]]);
+});
+
+test('a trace cut from a longer one, or out of order, replays from its earliest record in time order', () => {
+  const path = join(dir, 'cut.jsonl');
+  writeFileSync(path, [
+    '{"timestamp": 90500, "input_length": 10, "output_length": 1, "hash_ids": [1]}',
+    '{"timestamp": 90000, "input_length": 20, "output_length": 1, "hash_ids": [2]}',
+    '{"timestamp": 90500, "input_length": 30, "output_length": 1, "hash_ids": [3]}',
+  ].join('\n'));
+  const recs = readMooncake(path);
+  // equal times keep the file's order (a chat's turns)
+  assert.deepEqual(recs.map((r) => [r.atMs, r.inputTokens]), [[0, 20], [500, 10], [500, 30]]);
+  const csv = join(dir, 'late.csv');
+  writeFileSync(csv, 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0000000,1,1\n2023-11-16 18:17:04.0000000,2,1\n');
+  assert.deepEqual(readAzure(csv).map((r) => [r.atMs, r.inputTokens]), [[0, 2], [1000, 1]]);
+});
+
+test('lines are read whole across reads, multi-byte characters too', () => {
+  const path = join(dir, 'lines.txt');
+  const lines = ['first', 'é日本語 ✓ 👍🏽', '', 'last without a newline'];
+  writeFileSync(path, `\ufeff${lines.join('\r\n')}`);
+  for (const chunk of [1, 2, 3, 7, 1 << 20]) {
+    const got: string[] = [];
+    forEachLine(path, (l, n) => {
+      assert.equal(n, got.length + 1);
+      got.push(l);
+    }, chunk);
+    assert.deepEqual(got, lines, `chunks of ${chunk} bytes`);
+  }
 });
 
 test('a replay stops at the run\'s duration and clips what the pool cannot take', () => {
