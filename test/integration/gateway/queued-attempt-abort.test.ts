@@ -14,7 +14,11 @@ const FIRST_TOKEN_TIMEOUT_MS = 1500;
 
 before(async () => {
   stack = await startStack({
-    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [{ profile: 'tiny' }] }],
+    // The slow fault paces tokens 25 ms apart, which the GPU-time model can learn (with a loaded machine's lag)
+    // as the replica's decode step: past 0.6 × the default 50 ms TPOT target, a request would be shed at arrival
+    // as one the batch cannot serve, before any connection wait. This file is about that wait, so the target is
+    // out of reach. (A loaded CI run once saw the second test's first stream end at once with no frame.)
+    pools: [{ id: '8b', model: 'llama-3.1-8b-instruct', aliases: ['gpt-fast'], replicas: [{ profile: 'tiny' }], engine: { tpot_target_ms: 1000 } }],
     // One connection per replica: a second request waits in the admission queue, for the standard tier's 2 s
     // queue allowance (its TTFT budget raised to match: the default 400 ms would leave no time to wait).
     config: {

@@ -52,8 +52,12 @@ export function openStream(baseUrl: string, path: string, body: unknown, headers
     });
   });
   head.catch(() => undefined);
-  void done.then(() => {
-    for (const w of waiters.splice(0)) w.reject(new Error(`stream ended with ${frames().length} frames`));
+  let status = 0;
+  void head.then((res) => (status = res.statusCode ?? 0), () => undefined);
+  void done.then(({ outcome }) => {
+    // What came instead of the frames (an error answer's status and body) says why the stream ended early.
+    const what = `stream ended (${outcome}, HTTP ${status || 'none'}) with ${frames().length} frames: ${text.slice(0, 300)}`;
+    for (const w of waiters.splice(0)) w.reject(new Error(what));
   });
   req.end(JSON.stringify(body));
   return {
