@@ -92,7 +92,7 @@ const sim: BenchScenario = async (argv) => {
       `Simulation CPU (the runs' threads): ${runCpuMs.toFixed(0)} ms over ${simulated} simulated requests = ${(runCpuMs / Math.max(1, simulated)).toFixed(3)} ms per simulated request.`,
       `Process CPU for the whole sweep (start-up, capacity sampling and worker start included): ${cpuMs.toFixed(0)} ms over ${simulated} simulated requests = ${(cpuMs / Math.max(1, simulated)).toFixed(3)} ms per simulated request (${threads} thread(s), wall ${(wallMs / 1000).toFixed(1)} s). Per run: the thread's own CPU (/proc/thread-self, 10 ms ticks), engine and gateway set-up included.`,
       `Admission: ${[...new Set(outs.map((o) => o.admission))].join('; ') || '–'}.`,
-      `Engines: step-time parameters within ±${args.engineErrorPct} % of their profile, ±${args.stepJitterPct} % noise per step, KV blocks × ${args.kvScale}.`,
+      `Engines: step-time parameters within ±${args.engineErrorPct} % of their profile, ±${args.stepJitterPct} % noise per step, KV blocks × ${args.kvScale}, ${args.dispatchMs} ms from gateway to engine.`,
       'Figures exclude the first 10 % of each run (warm-up); requests still streaming 30 s after the last arrival are judged on what they produced.',
     ],
   } satisfies BenchResult;

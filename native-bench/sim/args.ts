@@ -11,11 +11,18 @@ export const USAGE = `usage: npm run bench -- sim [--fleet seed|demo|PATH] [--wo
   [--pool ID] [--policies LIST] [--load LIST | --rps LIST | --speed LIST] [--minutes N] [--gateways N]
   [--seed N] [--retry-shed] [--kill REPLICA@S]... [--restart REPLICA@S]... [--json PATH] [--plot PATH.svg]
   [--threads N] [--admission native,expediter] [--engine-error PCT] [--step-jitter PCT] [--kv-scale F]
-  [--race [--seeds N]]`;
+  [--dispatch-ms MS] [--race [--seeds N]]`;
 
 /** Engine perturbation a race runs with unless told otherwise (outside a race the engines are the profiles'). */
 export const RACE_ENGINE_ERROR_PCT = 20;
 export const RACE_STEP_JITTER_PCT = 10;
+/**
+ * Gateway → engine time of a dispatched request in a race (ms): the network hop, vLLM's API server parsing,
+ * templating and tokenizing the prompt, and the ZMQ hop to the engine core, which picks new requests up only
+ * between steps. A couple of ms in one cluster; with 0 a request dispatched the instant a stream ends would
+ * join the step that starts then, which a real engine has already begun.
+ */
+export const RACE_DISPATCH_MS = 2;
 export const RACE_SEEDS = 3;
 /** Simulated minutes per run in a race: traces are slower (long prompts) and need longer to show their knee. */
 export const RACE_MINUTES_TRACE = 8;
@@ -47,6 +54,8 @@ export interface SweepArgs {
   engineErrorPct: number;
   stepJitterPct: number;
   kvScale: number;
+  /** Gateway → engine latency of each dispatch, ms (default 0; RACE_DISPATCH_MS in a race). */
+  dispatchMs: number;
   /** Seeds --seed, --seed+1, … (a race; default 3). */
   seeds: number;
 }
@@ -69,6 +78,12 @@ function percent(flag: string, v: string): number {
   return x;
 }
 
+function nonNegative(flag: string, v: string): number {
+  const x = Number(v);
+  if (v.trim() === '' || !Number.isFinite(x) || x < 0) throw new UsageError(`${flag} takes a number ≥ 0, got ${v}`);
+  return x;
+}
+
 function admissions(flag: string, v: string): AdmissionMode[] {
   const out = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
   if (out.length === 0) throw new UsageError(`${flag} is empty`);
@@ -86,12 +101,13 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   const a: SweepArgs = {
     fleet: 'seed', workload: 'seed-mix', pool: null, policies: null, load: null, rps: null, speed: null,
     minutes: 2, gateways: 1, seed: 1, retryShed: false, kills: [], restarts: [], json: null, plot: null, threads: null,
-    race: false, admissions: ['expediter'], engineErrorPct: 0, stepJitterPct: 0, kvScale: 1, seeds: 1,
+    race: false, admissions: ['expediter'], engineErrorPct: 0, stepJitterPct: 0, kvScale: 1, dispatchMs: 0, seeds: 1,
   };
   let minutes: number | null = null;
   let admissionList: AdmissionMode[] | null = null;
   let engineError: number | null = null;
   let stepJitter: number | null = null;
+  let dispatchMs: number | null = null;
   let seeds: number | null = null;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
@@ -131,6 +147,7 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
       case '--engine-error': engineError = percent(name, value()); break;
       case '--step-jitter': stepJitter = percent(name, value()); break;
       case '--kv-scale': a.kvScale = positive(name, value(), false); break;
+      case '--dispatch-ms': dispatchMs = nonNegative(name, value()); break;
       case '--seeds': seeds = positive(name, value(), true); break;
       default: throw new UsageError(`unknown flag ${flag}`);
     }
@@ -152,6 +169,7 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   a.admissions = admissionList ?? (a.race ? [...ADMISSION_MODES] : ['expediter']);
   a.engineErrorPct = engineError ?? (a.race ? RACE_ENGINE_ERROR_PCT : 0);
   a.stepJitterPct = stepJitter ?? (a.race ? RACE_STEP_JITTER_PCT : 0);
+  a.dispatchMs = dispatchMs ?? (a.race ? RACE_DISPATCH_MS : 0);
   a.seeds = seeds ?? (a.race ? RACE_SEEDS : 1);
   return a;
 }

@@ -29,6 +29,10 @@ export interface OverloadRow {
   peak_goodput_rps: number;
   shed_answer_ms_p99: number | null;
   preemptions: number;
+  /** Mean over seeds of the share of admitted requests that met their SLO. */
+  admitted_within_slo: number | null;
+  /** Medians over seeds of the runs' median and p90 TTFT prediction errors, %. */
+  ttft_prediction: { median_abs_error_pct: number | null; p90_abs_error_pct: number | null };
 }
 
 /** Per contender: the mean SLO capacity over seeds and its 95 % Student-t interval. */
@@ -45,9 +49,22 @@ export function capacityRows(plan: RacePlan, chains: readonly Chain[]): Capacity
 
 const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
 
+/** Mean of the known figures (null when none is), rounded. */
+function meanOf(xs: ReadonlyArray<number | null>, digits: number): number | null {
+  const k = xs.filter((x): x is number => x !== null);
+  return k.length > 0 ? round(mean(k), digits) : null;
+}
+
+/** Lower median of the known figures (null when none is): one seed's own figure, never an average of two. */
+function medianOf(xs: ReadonlyArray<number | null>): number | null {
+  const k = xs.filter((x): x is number => x !== null).sort((x, y) => x - y);
+  return k.length > 0 ? k[Math.floor((k.length - 1) / 2)]! : null;
+}
+
 /**
  * One row per overload point, over seeds: offered, goodput and peak goodput (the best goodput of that seed's
- * bisection runs) are means; the shed answer p99 is the worst seed's; preemptions are the seeds' total.
+ * bisection runs) are means; the shed answer p99 is the worst seed's; preemptions are the seeds' total; the
+ * share of admitted requests within their SLO a mean, the TTFT prediction errors medians over seeds.
  */
 export function overloadRows(overload: readonly OverloadRun[]): OverloadRow[] {
   const keys: Array<{ times: number | null; rps: number | null }> = [];
@@ -63,6 +80,11 @@ export function overloadRows(overload: readonly OverloadRun[]): OverloadRow[] {
       peak_goodput_rps: round(mean(xs.map((o) => o.peakGoodputRps)), 2),
       shed_answer_ms_p99: sheds.length > 0 ? round(Math.max(...sheds), 3) : null,
       preemptions: xs.reduce((s, o) => s + o.out.json.preemptions, 0),
+      admitted_within_slo: meanOf(xs.map((o) => o.out.json.admitted_within_slo), 4),
+      ttft_prediction: {
+        median_abs_error_pct: medianOf(xs.map((o) => o.out.json.ttft_prediction?.median_abs_error_pct ?? null)),
+        p90_abs_error_pct: medianOf(xs.map((o) => o.out.json.ttft_prediction?.p90_abs_error_pct ?? null)),
+      },
     };
   });
 }
@@ -111,7 +133,7 @@ export function raceTables(plan: RacePlan, r: RaceResult): string {
   const base = rows.find((x) => x.policy === 'round-robin' && x.admission === 'native') ?? rows.find((x) => x.policy === 'round-robin');
   const lines = [
     `### SLO capacity: ${plan.workloadSpec} on pool ${plan.pool.id} (${plan.pool.replicas.length} × ${plan.pool.profile}), seeds ${plan.seeds.join(', ')}, ` +
-      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step`,
+      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step, ${a.dispatchMs} ms from gateway to engine`,
     '',
     `Highest offered rate with ≥ ${SLO_ATTAINMENT_TARGET * 100} % of requests within the SLO, bisected to within 3 %; mean over seeds with a 95 % Student-t interval.`,
     '',
@@ -130,12 +152,13 @@ export function raceTables(plan: RacePlan, r: RaceResult): string {
   const over = overloadRows(r.overload);
   if (over.length > 0) {
     lines.push('', '### Overload', '', 'Means over seeds; peak goodput = the best goodput of that seed\'s bisection runs; shed answer p99 = the worst seed\'s; preemptions = total.', '',
-      '| policy | admission | point | offered rps | goodput rps | peak goodput rps | goodput / peak | shed answer p99 ms | preemptions |',
-      '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+      '| policy | admission | point | offered rps | goodput rps | peak goodput rps | goodput / peak | shed answer p99 ms | preemptions | admitted within SLO | TTFT prediction error median / p90 |',
+      '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const o of over) {
       lines.push(`| ${o.policy} | ${o.admission} | ${o.times_capacity !== null ? `${o.times_capacity}× SLO capacity` : `${o.rps} rps`} | ${o.offered_rps.toFixed(1)} | ` +
         `${o.goodput_rps.toFixed(1)} | ${o.peak_goodput_rps.toFixed(1)} | ${o.peak_goodput_rps > 0 ? (o.goodput_rps / o.peak_goodput_rps).toFixed(2) : '–'} | ` +
-        `${fmt(o.shed_answer_ms_p99, 2)} | ${o.preemptions} |`);
+        `${fmt(o.shed_answer_ms_p99, 2)} | ${o.preemptions} | ${o.admitted_within_slo !== null ? `${(o.admitted_within_slo * 100).toFixed(1)} %` : '–'} | ` +
+        `${o.ttft_prediction.median_abs_error_pct !== null ? `${fmt(o.ttft_prediction.median_abs_error_pct, 1)} / ${fmt(o.ttft_prediction.p90_abs_error_pct, 1)} %` : '–'} |`);
     }
   }
   return lines.join('\n');

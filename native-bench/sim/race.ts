@@ -140,7 +140,7 @@ export class RaceRunner {
     return {
       index: this.next++, fleet: a.fleet, workload: a.workload, pool: p.pool.id, policy: c.policy, ...rate,
       minutes: a.minutes, gateways: a.gateways, seed, retryShed: a.retryShed, kills: [], restarts: [],
-      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale,
+      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs,
     };
   }
 

@@ -36,6 +36,7 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
     inflight_tokens_max_over_mean: round(f.inflightMaxOverMean, 3),
     seed: spec.seed,
     admission: spec.admission,
+    dispatch_ms: spec.dispatchMs,
     admitted_within_slo: round(f.admittedAnswered > 0 ? f.admittedMet / f.admittedAnswered : Number.NaN, 4),
     shed_at_arrival: f.shedAtArrival,
     ...(f.ttftPredictions > 0

@@ -38,6 +38,8 @@ export interface RunSpec {
   stepJitterPct: number;
   /** Every replica's GPU KV blocks × this. */
   kvScale: number;
+  /** Gateway → engine latency of each dispatch, ms. */
+  dispatchMs: number;
 }
 
 /** The contract's run object. */
@@ -63,6 +65,8 @@ export interface RunJson {
   inflight_tokens_max_over_mean: number | null;
   seed: number;
   admission: AdmissionMode;
+  /** Gateway → engine latency of each dispatch in this run, ms. */
+  dispatch_ms: number;
   /** Share of admitted requests that met their SLO (admission admits only what the GPU-time model expects to). */
   admitted_within_slo: number | null;
   /** Sheds decided at arrival (the rest waited in the queue until their deadline). */

@@ -5,7 +5,7 @@
 // Thread: the run's (main or a sweep worker). Everything is synchronous: virtual time costs only the events.
 import { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import { MockEngine } from '../../test/mock-replica/engine/engine.ts';
-import type { EngineOptions } from '../../test/mock-replica/engine/types.ts';
+import type { EngineOptions, EngineRequestSpec } from '../../test/mock-replica/engine/types.ts';
 import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
 import type { Decision } from '../../src/router/types.ts';
@@ -55,6 +55,8 @@ export interface SimOptions {
   /** Engines off their profile (RunSpec.engineErrorPct, stepJitterPct); default 0: the profile exactly. */
   engineErrorPct?: number;
   stepJitterPct?: number;
+  /** Gateway → engine latency of each dispatch, ms (default 0: the engine has it at the instant of dispatch). */
+  dispatchMs?: number;
 }
 
 /** One replica's engine options: its own step-time draw, fixed by the run's seed and the replica's slot. */
@@ -83,6 +85,7 @@ export class FleetSim implements RequestSink {
   private readonly maxAttempts: number;
   private readonly retryShed: boolean;
   private readonly headroom: number;
+  private readonly dispatchMs: number;
   private readonly admissionMode: AdmissionMode;
   private readonly pick: Prng;
   private readonly live = new Set<LiveRequest>();
@@ -109,6 +112,7 @@ export class FleetSim implements RequestSink {
     this.maxAttempts = cfg.upstream.max_attempts;
     this.retryShed = o.retryShed === true;
     this.headroom = cfg.admission.headroom_ratio;
+    this.dispatchMs = o.dispatchMs ?? 0;
     this.pick = new Prng(o.seed, 11);
     this.admissionMode = o.admission ?? 'expediter';
     const n = o.pool.replicas.length;
@@ -308,11 +312,22 @@ export class FleetSim implements RequestSink {
     }
     gw.dataPlaneSuccess(slot);
     this.inflightTokens[slot]! += req.promptTokens;
-    engine.add({
+    const spec: EngineRequestSpec = {
       id: `${req.seq}.${lr.attempts}.${lr.sheds}`, promptTokens: req.promptTokens, blockHashes: req.blockHashes,
       outputTokens: req.outputTokens, finishReason: req.outputTokens === req.maxTokens ? 'length' : 'stop', adapter: req.adapter,
       ...(req.replyHashes ? { outputBlockHashes: req.replyHashes } : {}),
-    }, lr);
+    };
+    if (this.dispatchMs === 0) {
+      engine.add(spec, lr);
+      return;
+    }
+    // On its way to the engine (one timer per dispatch). A replica that died or restarted meanwhile dropped
+    // the connection: the attempt ends as a killed replica's would, and is retried elsewhere.
+    this.clock.setTimer(this.dispatchMs, () => {
+      if (this.ending) return;
+      if (this.engines[slot] === engine) engine.add(spec, lr);
+      else lr.onFinish('abort');
+    });
   }
 
   settle(lr: LiveRequest, finished: boolean): void {
@@ -374,6 +389,7 @@ export function simulateRun(spec: RunSpec): RunState {
     pool, fleet, policy: spec.policy, workload, durationMs, gateways: spec.gateways, seed: spec.seed,
     retryShed: spec.retryShed, kills: spec.kills, restarts: spec.restarts,
     admission: spec.admission, engineErrorPct: spec.engineErrorPct, stepJitterPct: spec.stepJitterPct,
+    dispatchMs: spec.dispatchMs,
   });
   return sim.run();
 }

@@ -90,7 +90,7 @@ export function planSweep(a: SweepArgs): SweepPlan {
             index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
             minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
             kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
-            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale,
+            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs,
           });
         }
       }

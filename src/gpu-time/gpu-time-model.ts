@@ -24,7 +24,7 @@ import { GpuPrediction } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
 import {
-  ARRIVAL_WINDOW_MS, LONG_PROMPT_FACTOR, MAX_SAMPLE_PREFILL_SHARE, MEAN_PROMPT_ALPHA, MIN_DECODE_SAMPLE_TOKENS,
+  ARRIVAL_WINDOW_MS, FOREIGN_SHARE_MAX, LONG_PROMPT_FACTOR, MAX_SAMPLE_PREFILL_SHARE, MEAN_PROMPT_ALPHA, MIN_DECODE_SAMPLE_TOKENS,
   MIN_RATE_SAMPLE_WORK, OWN_RHO_CAP, RHO_CAP, SHORT_PROMPT_TOKENS, STREAM_TPOT_MARGIN,
 } from './model-parameters.ts';
 import { StepPhase } from './step-phase.ts';
@@ -192,11 +192,16 @@ export class GpuTimeModel {
     out.prefillMs = work / rate;
     out.stepsMs = (steps > 0 ? steps : 1) * step;
     out.adapterMs = req.adapter !== null && !fleet.residentAdapters(slot).includes(req.adapter) ? fig.adapterLoadMs : 0;
-    // A busy replica is mid-step when the request arrives: it joins the next one (step-phase.ts). Only decode
-    // runs there when nothing of ours or another thread's awaits a first token and the scrape shows no one else.
+    // A busy replica is mid-step when the request arrives: it joins the next one (step-phase.ts). Everything
+    // there is ours when no other thread's prefill is ahead and the scrape shows no one else; only decode runs
+    // when, besides, nothing of ours awaits a first token.
     const busyRho = out.rhoArriving < RHO_CAP ? out.rhoArriving : RHO_CAP;
-    const onlyDecode = ahead <= 0 && !unseen && !(fresh && st.running > ledgerRunning + (joining > 0 ? joining : 0));
-    out.residualMs = batch > 0 || ahead > 0 ? this.phase.residualMs(slot, now, step, busyRho, onlyDecode) : 0;
+    const ownOnly = !unseen && !(fresh && st.running > ledgerRunning + (joining > 0 ? joining : 0));
+    // Mostly ours: no other thread's prefill ahead, and what the scrape shows beyond our requests (another
+    // gateway's, or ours that ended since that scrape) at most FOREIGN_SHARE_MAX of it.
+    const shown = fresh ? st.running + st.waiting : 0;
+    const mostlyOwn = ledgerPrefill <= mine && shown - inflight <= FOREIGN_SHARE_MAX * shown;
+    out.residualMs = batch > 0 || ahead > 0 ? this.phase.residualMs(slot, now, step, busyRho, ahead <= 0 && ownOnly, mostlyOwn) : 0;
     out.ttftMs = out.prefillMs + out.stepsMs + out.residualMs + out.adapterMs;
     const worstWork = this.ownPrefillWork[slot]! + own;
     const worstSteps = Math.ceil(worstWork / chunk);

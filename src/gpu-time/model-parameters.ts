@@ -26,3 +26,9 @@ export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
 export const MEAN_PROMPT_ALPHA = 0.05;
 /** Each stream is held to this share of the TPOT target in the per-stream slack (the step's jitter, the model's error). */
 export const STREAM_TPOT_MARGIN = 0.9;
+/**
+ * The decode-step floor under the residual (step-phase.ts) holds only where the replica's requests are mostly
+ * this thread's: at most this share of what the scrape shows may be others' (a scrape is up to an interval old,
+ * so ours that ended since count here too). Another gateway's prefill inflates the step this one learns.
+ */
+export const FOREIGN_SHARE_MAX = 0.25;

@@ -290,7 +290,7 @@ void test('the step in progress: what is left of it since the replica\'s last to
   assert.equal(predict().residualMs, 0.5 * s, 'a restarted replica\'s last token says nothing');
 });
 
-void test('the step in progress: with prefill queued its length is unknown, so half a mean step whatever the last token', () => {
+void test('the step in progress: with prefill queued its length is unknown: half a mean step, but at least the decode step left since the last token', () => {
   const fleet = new FixtureFleet(['a']);
   const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
   fleet.ledger.firstToken(fleet.ledger.dispatch(0, 160, 100, 16));
@@ -298,9 +298,29 @@ void test('the step in progress: with prefill queued its length is unknown, so h
   const req = request(hashes(10, 7), { promptTokens: 160 });
   const before = model.predict(req, 0, 0, new GpuPrediction());
   assert.ok(before.workAhead > work(0, 160), 'the 2,000-token prompt is ahead');
+  const step1 = before.stepsMs / Math.ceil(before.workAhead / (2048 - 1));
+  assert.ok(Math.abs(before.residualMs - 0.5 * step1 / (1 - before.rhoArriving)) < 1e-9, 'no token seen: half a mean step');
   model.tokens(0);
   const after = model.predict(req, 0, 0, new GpuPrediction());
-  assert.equal(after.residualMs, before.residualMs);
-  const step1 = after.stepsMs / Math.ceil(after.workAhead / (2048 - 1));
-  assert.ok(Math.abs(after.residualMs - 0.5 * step1 / (1 - after.rhoArriving)) < 1e-9, String(after.residualMs));
+  assert.ok(after.rhoArriving < 0.5);
+  assert.ok(Math.abs(after.residualMs - step1) < 1e-9, `a token just came back: a step has just begun, at least a whole decode step left; got ${after.residualMs}`);
+  fleet.now += 0.3 * step1;
+  const mid = model.predict(req, 0, 0, new GpuPrediction());
+  assert.ok(Math.abs(mid.residualMs - 0.7 * step1) < 1e-9, `0.3 of a step since: 0.7 of one left; got ${mid.residualMs}`);
+  fleet.now += 0.4 * step1;
+  const later = model.predict(req, 0, 0, new GpuPrediction());
+  assert.ok(Math.abs(later.residualMs - 0.5 * step1 / (1 - later.rhoArriving)) < 1e-9, `less than half a mean step left of the decode step: half a mean step, got ${later.residualMs}`);
+  // The scrape shows the replica running mostly others' requests (another gateway's): the decode step learned
+  // here carries their prefill too, so no floor from it, half a mean step even just after a token.
+  model.tokens(0);
+  fleet.rows[0]!.running = 8;
+  fleet.rows[0]!.lastGoodScrapeMs = fleet.now;
+  const crowded = model.predict(req, 0, 0, new GpuPrediction());
+  const crowdedStep = crowded.stepsMs / Math.ceil(crowded.workAhead / (2048 - 8));
+  assert.ok(Math.abs(crowded.residualMs - 0.5 * crowdedStep / (1 - crowded.rhoArriving)) < 1e-9, `others' requests there: half a mean step, got ${crowded.residualMs}`);
+  // Ours again (the scrape shows two: the stream and the 2,000-token prompt): the floor is back.
+  fleet.rows[0]!.running = 2;
+  const own = model.predict(req, 0, 0, new GpuPrediction());
+  const ownStep = own.stepsMs / Math.ceil(own.workAhead / (2048 - 2));
+  assert.ok(Math.abs(own.residualMs - ownStep) < 1e-9, `only ours there: a whole decode step left just after a token, got ${own.residualMs}`);
 });

@@ -103,6 +103,48 @@ test('a killed replica: requests on it before their first token are retried else
   assert.ok(f.ttftP99 > idlePrefillMs(tiny, 1000));
 });
 
+test('--dispatch-ms: a dispatched request reaches the engine that much later, and its TTFT says so', () => {
+  const fleet = tinyFleet(1, 'round-robin');
+  const go = (dispatchMs: number) => new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'round-robin', workload: new ListWorkload([req(0, 500, 100, 5, 7)]), durationMs: 1000, gateways: 1, seed: 1, dispatchMs,
+  }).run().figures;
+  assert.ok(Math.abs(go(0).ttftP50 - idlePrefillMs(tiny, 100)) < 1e-9);
+  assert.ok(Math.abs(go(2).ttftP50 - (2 + idlePrefillMs(tiny, 100))) < 1e-9, `ttft ${go(2).ttftP50}`);
+});
+
+test('--dispatch-ms: a request sent the instant a step ends misses the step that starts then', () => {
+  // Two prompts on one replica: the first (not measured: before the warm-up's end) reaches the engine at 299 ms, and the second arrives at the gateway
+  // the instant the first one's prefill step ends. With no latency it joins the step that begins then; 1.5 ms
+  // on the way, it lands in the middle of a later step (the tiny profile's decode steps are ~1 ms) and waits
+  // for it to end: its TTFT grows by more than the 1.5 ms.
+  const fleet = tinyFleet(1, 'least-outstanding-tokens');
+  const first = idlePrefillMs(tiny, 100);
+  const go = (dispatchMs: number) => new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'least-outstanding-tokens', durationMs: 1000, warmupMs: 300, gateways: 1, seed: 1, dispatchMs,
+    workload: new ListWorkload([req(0, 299 - dispatchMs, 100, 50, 7), req(1, 299 + first, 32, 5, 8)]),
+  }).run().figures;
+  const zero = go(0);
+  const late = go(1.5);
+  assert.equal(zero.completed, 1);
+  assert.equal(late.completed, 1);
+  assert.ok(late.ttftP99 > zero.ttftP99 + 1.5 + 0.2, `the late one's TTFT: ${zero.ttftP99} with no latency, ${late.ttftP99} with 1.5 ms`);
+});
+
+test('--dispatch-ms: a replica killed while a request is on its way drops it, and the request is retried elsewhere', () => {
+  const fleet = tinyFleet(2, 'round-robin');
+  // Sent to t-1 at 299 ms, due there at 304 ms; t-1 dies at 300 ms.
+  const sim = new FleetSim({
+    pool: fleet.pools[0]!, fleet, policy: 'round-robin', durationMs: 1000, gateways: 1, seed: 1, dispatchMs: 5,
+    workload: new ListWorkload([req(0, 299, 100, 5, 7)]), kills: [{ replica: 't-1', atS: 0.3 }],
+  });
+  const f = sim.run().figures;
+  assert.equal(f.completed, 1);
+  assert.equal(f.failed, 0);
+  assert.equal(sim.retries, 1);
+  // Refused at 304 ms, sent to t-2 and on its way another 5 ms: its first token after 5 + 5 ms + the prefill.
+  assert.ok(Math.abs(f.ttftP50 - (10 + idlePrefillMs(tiny, 100))) < 1e-9, `ttft ${f.ttftP50}`);
+});
+
 test('admission in the loop: a burst past the KV budget is shed at once; with --retry-shed it comes back and completes', () => {
   // One tiny replica: 255 usable blocks × 16 = 4,080 tokens, 15 % kept free. Five requests of 1,000 + 500
   // tokens arrive together: two fit, the others are refused the moment they arrive.

@@ -1,8 +1,11 @@
 // The race's statistics: bracketing and bisection find a threshold to within the tolerance in few probes,
-// and the interval over seeds uses Student's t with n − 1 degrees of freedom.
+// and the interval over seeds uses Student's t with n − 1 degrees of freedom; the overload rows aggregate seeds.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bisectCapacity, meanInterval, studentT975 } from '../../../native-bench/sim/race-stats.ts';
+import { overloadRows } from '../../../native-bench/sim/race-report.ts';
+import type { OverloadRun } from '../../../native-bench/sim/race.ts';
+import type { RunOutput } from '../../../native-bench/sim/run-types.ts';
 
 const opts = { start: 100, step: 1.25, tolerance: 0.03, maxBracketSteps: 12 };
 
@@ -45,4 +48,25 @@ test('Student t: 3 seeds give 4.303 (2 dof); the interval is mean ± t·s/√n',
   assert.ok(Math.abs(m.ci95![1] - (mean + 4.303 * s / Math.sqrt(3))) < 1e-12);
   assert.equal(meanInterval([5]).ci95, null);
   assert.deepEqual(meanInterval([2, 2, 2]).ci95, [2, 2]);
+});
+
+test('overload rows: means of offered, goodput and admitted within SLO; the worst shed p99; seeds\' median prediction error', () => {
+  const run = (seed: number, goodput: number, within: number, med: number | null, p90: number | null, shedP99: number): OverloadRun => ({
+    seed, timesCapacity: 2, rps: null, peakGoodputRps: 100,
+    out: {
+      json: {
+        policy: 'kv-aware', admission: 'expediter', offered_rps: 200, goodput_rps: goodput, shed_answer_ms_p99: shedP99, preemptions: seed,
+        admitted_within_slo: within, ...(med !== null ? { ttft_prediction: { median_abs_error_pct: med, p90_abs_error_pct: p90 } } : {}),
+      },
+    } as unknown as RunOutput,
+  });
+  const [row] = overloadRows([run(1, 120, 0.99, 8, 30, 0.001), run(2, 130, 0.97, 12, 50, 0.004), run(3, 110, 1, 10, 40, 0)]);
+  assert.equal(row!.goodput_rps, 120);
+  assert.equal(row!.shed_answer_ms_p99, 0.004);
+  assert.equal(row!.preemptions, 6);
+  assert.equal(row!.admitted_within_slo, 0.9867);
+  assert.deepEqual(row!.ttft_prediction, { median_abs_error_pct: 10, p90_abs_error_pct: 40 });
+  // A policy without predictions: no error figures, not zeros.
+  const [none] = overloadRows([run(1, 120, 0.99, null, null, 0)]);
+  assert.deepEqual(none!.ttft_prediction, { median_abs_error_pct: null, p90_abs_error_pct: null });
 });

@@ -38,6 +38,7 @@ test('race flags: a race defaults to both admissions, a perturbed engine, 3 seed
   assert.deepEqual(r.admissions, ['native', 'expediter']);
   assert.equal(r.engineErrorPct, 20);
   assert.equal(r.stepJitterPct, 10);
+  assert.equal(r.dispatchMs, 2);
   assert.equal(r.seeds, 3);
   assert.equal(r.minutes, 8);
   assert.equal(parseArgs(['--race']).minutes, 2);
@@ -49,9 +50,14 @@ test('race flags: a race defaults to both admissions, a perturbed engine, 3 seed
   assert.equal(s.kvScale, 0.25);
   assert.deepEqual(parseArgs([]).admissions, ['expediter']);
   assert.equal(parseArgs([]).engineErrorPct, 0);
+  assert.equal(parseArgs([]).dispatchMs, 0);
+  assert.equal(parseArgs(['--race', '--dispatch-ms', '0']).dispatchMs, 0);
+  assert.equal(parseArgs(['--dispatch-ms=0.5']).dispatchMs, 0.5);
   const bad: Array<[string[], RegExp]> = [
     [['--admission', 'fancy'], /--admission: unknown fancy/],
     [['--engine-error', '100'], /percentage/],
+    [['--dispatch-ms', '-1'], /--dispatch-ms takes a number ≥ 0/],
+    [['--dispatch-ms', ''], /--dispatch-ms takes a number ≥ 0/],
     [['--seeds', '3'], /--seeds applies to --race/],
     [['--race', '--load', '1'], /--race finds/],
     [['--race', '--kill', '8b-1@3'], /without faults/],
