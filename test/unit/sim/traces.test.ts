@@ -14,14 +14,20 @@ import type { PoolShape } from '../../../native-bench/sim/workload-types.ts';
 const pool: PoolShape = { id: '8b', maxModelLen: 131_072, blockSize: 16, adapters: [] };
 const dir = mkdtempSync(join(tmpdir(), 'sim-traces-'));
 
+/** Writes a trace file into the test's directory (lines joined with LF; a string is written as is). */
+function fixture(name: string, content: string | readonly string[]): string {
+  const path = join(dir, name);
+  writeFileSync(path, typeof content === 'string' ? content : content.join('\n'));
+  return path;
+}
+
 test('Mooncake: records, and each hash id expands to 32 chained blocks; equal ids give equal blocks', () => {
-  const path = join(dir, 'm.jsonl');
-  writeFileSync(path, [
+  const path = fixture('m.jsonl', [
     '{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [1, 2, 3]}',
     '{"timestamp": 10, "input_length": 1030, "output_length": 7, "hash_ids": [1, 2, 9]}',
     '{"timestamp": 25, "input_length": 600, "output_length": 3, "hash_ids": [4, 2]}',
     '',
-  ].join('\n'));
+  ]);
   const recs = readMooncake(path);
   assert.equal(recs.length, 3);
   assert.deepEqual(recs.map((r) => r.atMs), [0, 10, 25]);
@@ -42,8 +48,7 @@ test('Mooncake: records, and each hash id expands to 32 chained blocks; equal id
 });
 
 test('Azure: wall-clock times become ms from the first record; every prompt is distinct', () => {
-  const path = join(dir, 'a.csv');
-  writeFileSync(path, 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n2023-11-16 18:17:04.0319600,4808,8\n2023-11-16 18:17:05.4799600,100,1\n');
+  const path = fixture('a.csv', 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n2023-11-16 18:17:04.0319600,4808,8\n2023-11-16 18:17:05.4799600,100,1\n');
   const recs = readAzure(path);
   assert.equal(recs.length, 3);
   assert.ok(Math.abs(recs[1]!.atMs - 52) < 1e-6 && Math.abs(recs[2]!.atMs - 1500) < 1e-6);
@@ -61,31 +66,27 @@ test('Azure 2024: a UTC offset on TIMESTAMP, CRLF lines, a byte-order mark and a
   assert.equal(azureTimeMs('2024-05-09 19:30:00-0430'), Date.UTC(2024, 4, 10));
   assert.equal(azureTimeMs('2024-05-10 00:00:00Z'), Date.UTC(2024, 4, 10));
   assert.ok(Number.isNaN(azureTimeMs('2024-05-10 00:00:00 UTC+1')));
-  const path = join(dir, 'a2024.csv');
-  writeFileSync(path, '\ufeff"TIMESTAMP","ContextTokens","GeneratedTokens"\r\n2024-05-10 00:00:00.009930+00:00,4808,10\r\n2024-05-10 00:00:01.509930+00:00,100,1\r\n');
+  const path = fixture('a2024.csv', '\ufeff"TIMESTAMP","ContextTokens","GeneratedTokens"\r\n2024-05-10 00:00:00.009930+00:00,4808,10\r\n2024-05-10 00:00:01.509930+00:00,100,1\r\n');
   const recs = readAzure(path);
   assert.deepEqual(recs.map((r) => [Math.round(r.atMs * 1000) / 1000, r.inputTokens, r.outputTokens]), [[0, 4808, 10], [1500, 100, 1]]);
 });
 
 test('a trace cut from a longer one, or out of order, replays from its earliest record in time order', () => {
-  const path = join(dir, 'cut.jsonl');
-  writeFileSync(path, [
+  const path = fixture('cut.jsonl', [
     '{"timestamp": 90500, "input_length": 10, "output_length": 1, "hash_ids": [1]}',
     '{"timestamp": 90000, "input_length": 20, "output_length": 1, "hash_ids": [2]}',
     '{"timestamp": 90500, "input_length": 30, "output_length": 1, "hash_ids": [3]}',
-  ].join('\n'));
+  ]);
   const recs = readMooncake(path);
   // equal times keep the file's order (a chat's turns)
   assert.deepEqual(recs.map((r) => [r.atMs, r.inputTokens]), [[0, 20], [500, 10], [500, 30]]);
-  const csv = join(dir, 'late.csv');
-  writeFileSync(csv, 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0000000,1,1\n2023-11-16 18:17:04.0000000,2,1\n');
+  const csv = fixture('late.csv', 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:05.0000000,1,1\n2023-11-16 18:17:04.0000000,2,1\n');
   assert.deepEqual(readAzure(csv).map((r) => [r.atMs, r.inputTokens]), [[0, 2], [1000, 1]]);
 });
 
 test('lines are read whole across reads, multi-byte characters too', () => {
-  const path = join(dir, 'lines.txt');
   const lines = ['first', 'é日本語 ✓ 👍🏽', '', 'last without a newline'];
-  writeFileSync(path, `\ufeff${lines.join('\r\n')}`);
+  const path = fixture('lines.txt', `\ufeff${lines.join('\r\n')}`);
   for (const chunk of [1, 2, 3, 7, 1 << 20]) {
     const got: string[] = [];
     forEachLine(path, (l, n) => {
@@ -97,8 +98,7 @@ test('lines are read whole across reads, multi-byte characters too', () => {
 });
 
 test('a replay stops at the run\'s duration and clips what the pool cannot take', () => {
-  const path = join(dir, 'long.jsonl');
-  writeFileSync(path, '{"timestamp": 0, "input_length": 20000, "output_length": 100, "hash_ids": []}\n{"timestamp": 5000, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n');
+  const path = fixture('long.jsonl', '{"timestamp": 0, "input_length": 20000, "output_length": 100, "hash_ids": []}\n{"timestamp": 5000, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n');
   const w = new TraceWorkload('m', readMooncake(path), { ...pool, maxModelLen: 16_384 }, 1, 4000);
   const r = w.next()!;
   assert.equal(r.promptTokens + r.outputTokens, 16_384);
@@ -107,11 +107,9 @@ test('a replay stops at the run\'s duration and clips what the pool cannot take'
 });
 
 test('bad lines are errors that name the line', () => {
-  const path = join(dir, 'bad.jsonl');
-  writeFileSync(path, '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": []}\n{"timestamp": 1}\n');
+  const path = fixture('bad.jsonl', '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": []}\n{"timestamp": 1}\n');
   assert.throws(() => readMooncake(path), /bad\.jsonl:2/);
-  const csv = join(dir, 'bad.csv');
-  writeFileSync(csv, 'A,B\n1,2\n');
+  const csv = fixture('bad.csv', 'A,B\n1,2\n');
   assert.throws(() => readAzure(csv), /header/);
 });
 
