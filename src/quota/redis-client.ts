@@ -11,10 +11,15 @@
 // - Cluster: ioredis's Cluster client routes each command by its key's slot and follows MOVED/ASK itself
 //   (the command did not run on the node that answered so, so resending is safe). It would also resend a
 //   command whose node connection closed mid-flight (retryDelayOnFailover) and one refused with CLUSTERDOWN:
-//   both are off, because a script that ran on a master that then died may have run (an acquire sent twice
-//   would find its own lease and refuse); the caller sees the failure and the quota store's failure policy
-//   compensates exactly as for one Redis. Cost: requests on a failed master's slots degrade (fail open or
-//   closed) until its replica is promoted (cluster-node-timeout, seconds), instead of waiting for it.
+//   both are off in ioredis, because a script that ran on a master that then died may have run (an acquire
+//   sent twice would find its own lease and refuse); the caller sees the failure and the quota store's
+//   failure policy compensates exactly as for one Redis. Cost: requests on a failed master's slots degrade
+//   (fail open or closed) until its replica is promoted (cluster-node-timeout, seconds), instead of waiting.
+// - CLUSTERDOWN itself is a refusal before anything ran (a node answers so while it trusts no owner for the
+//   slot, e.g. for a moment while a manual failover's new configuration spreads), so defineScript's runner
+//   resends it, every CLUSTERDOWN_RETRY_MS while within commandTimeoutMs of the first send. Ours, not
+//   ioredis's retryDelayOnClusterDown: that one would resend a command its caller had already seen time out.
+import { performance } from 'node:perf_hooks';
 import { Cluster, Redis } from 'ioredis';
 import { parseRedisUrl, type RedisEndpoint } from './redis-endpoint.ts';
 
@@ -63,9 +68,14 @@ function createSingle(url: string, opts: RedisClientOptions): Redis {
   });
 }
 
+/** How long a cluster client's script runner keeps resending a command refused with CLUSTERDOWN (its command timeout). */
+const clusterDownBudgetMs = new WeakMap<Cluster, number>();
+/** Pause between CLUSTERDOWN resends: ioredis's TRYAGAIN delay, a few gossip rounds on loopback. */
+const CLUSTERDOWN_RETRY_MS = 20;
+
 function createCluster(target: Extract<RedisEndpoint, { kind: 'cluster' }>, opts: RedisClientOptions): Cluster {
   const maxDelayMs = opts.maxReconnectDelayMs ?? 1000;
-  return new Cluster(target.nodes, {
+  const cluster = new Cluster(target.nodes, {
     enableOfflineQueue: false,
     enableReadyCheck: true,
     lazyConnect: opts.lazy ?? false,
@@ -90,6 +100,8 @@ function createCluster(target: Extract<RedisEndpoint, { kind: 'cluster' }>, opts
       ...(target.tls ? { tls: {} } : {}),
     },
   });
+  clusterDownBudgetMs.set(cluster, opts.commandTimeoutMs);
+  return cluster;
 }
 
 export type RedisArg = string | number;
@@ -104,7 +116,20 @@ export function defineScript(client: RedisClient, name: string, lua: string, num
   client.defineCommand(name, { numberOfKeys, lua });
   // defineCommand adds a method ioredis's types cannot know about: this cast is the boundary adapter.
   const command = (client as unknown as Record<string, (...args: RedisArg[]) => Promise<unknown>>)[name]!;
-  return (keys, args) => command.call(client, ...keys, ...args);
+  const budgetMs = client instanceof Cluster ? clusterDownBudgetMs.get(client) : undefined;
+  if (budgetMs === undefined) return (keys, args) => command.call(client, ...keys, ...args);
+  // Cluster: one extra promise per call for the catch; a success pays nothing else.
+  const send = (keys: readonly string[], args: readonly RedisArg[], firstSentMs: number): Promise<unknown> =>
+    command.call(client, ...keys, ...args).catch((err: unknown) => {
+      // The resend gets a command timeout of its own: a node that refuses, then hangs, costs 2 x timeout at worst.
+      if (!isClusterDown(err) || performance.now() - firstSentMs + CLUSTERDOWN_RETRY_MS >= budgetMs) throw err;
+      return new Promise<unknown>((resolve) => setTimeout(resolve, CLUSTERDOWN_RETRY_MS)).then(() => send(keys, args, firstSentMs));
+    });
+  return (keys, args) => send(keys, args, performance.now());
+}
+
+function isClusterDown(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('CLUSTERDOWN');
 }
 
 /**

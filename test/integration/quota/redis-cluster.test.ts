@@ -80,6 +80,60 @@ if (unavailable !== null) {
     assert.deepEqual(entries.map(([, f]) => (JSON.parse(f[1]!) as { request_id: string }).request_id), Array.from({ length: 50 }, (_, i) => `r${i}`));
   });
 
+  // CLUSTERDOWN: the node refused before running anything (here its slot is unassigned for a moment, as a node
+  // sees it while a failover's new configuration spreads). The script is sent again within timeout_ms: decided
+  // by Redis if the slot comes back in time, else refused by the failure policy once the timeout has passed.
+  const withSlotUnserved = async (key: string, backAfterMs: number, fn: () => Promise<void>): Promise<void> => {
+    const slot = Number(await shared.client.call('CLUSTER', 'KEYSLOT', key));
+    const { master } = await ownerOf(shared.client, key);
+    await withNode(master, (c) => c.call('CLUSTER', 'DELSLOTS', slot));
+    const restore = (): Promise<unknown> => withNode(master, (c) => c.call('CLUSTER', 'ADDSLOTS', slot));
+    const back = sleep(backAfterMs).then(restore);
+    try {
+      await fn();
+    } finally {
+      await back;
+    }
+  };
+  const clusterDownCase = async (timeoutMs: number, backAfterMs: number): Promise<{ ok: boolean; code: string | null; tookMs: number; leases: number }> => {
+    const prefix = shared.freshPrefix();
+    const store = await createQuotaStore({
+      backend: 'redis', redis_cluster: CLUSTER_SEEDS, failure_mode: 'closed', timeout_ms: timeoutMs,
+      lease_ttl_ms: 60_000, expected_gateways: 1, key_prefix: prefix,
+    });
+    const tenant: TenantLimits = { name: 'down', tokensPerSecond: 0.001, burstTokens: 1000, maxInflight: 2 };
+    const keys = tenantKeys(prefix, tenant.name);
+    let result = { ok: false, code: null as string | null, tookMs: 0, leases: 0 };
+    try {
+      await withSlotUnserved(keys.bucket, backAfterMs, async () => {
+        const t0 = performance.now();
+        const d = await store.acquire(tenant, 'r1', 100);
+        result = { ok: d.ok, code: d.ok ? null : d.code, tookMs: performance.now() - t0, leases: 0 };
+      });
+      result.leases = await shared.client.zcard(keys.leases);
+      if (result.ok) await store.settle(tenant, 'r1', 100, 40);
+      assert.equal(await shared.client.zcard(keys.leases), 0, 'no lease left behind');
+    } finally {
+      await store.close();
+    }
+    assert.equal(ensureCluster(), null, 'the slot is served again');
+    return result;
+  };
+
+  void test('redis cluster: a script refused with CLUSTERDOWN is sent again and decided by Redis when the slot returns within timeout_ms', async () => {
+    const r = await clusterDownCase(5000, 150);
+    assert.equal(r.ok, true, `decided by Redis after the slot returned (${r.code ?? 'admitted'}, ${r.tookMs.toFixed(0)} ms)`);
+    assert.equal(r.leases, 1, 'the lease is in Redis');
+    assert.ok(r.tookMs >= 100, `it waited for the slot (${r.tookMs.toFixed(0)} ms)`);
+  });
+
+  void test('redis cluster: a slot refused with CLUSTERDOWN past timeout_ms is refused by the failure policy, not waited for', async () => {
+    const r = await clusterDownCase(100, 1500);
+    assert.equal(r.code, 'quota_unavailable');
+    assert.equal(r.leases, 0);
+    assert.ok(r.tookMs < 1000, `answered within the timeout's bound, not when the slot came back (${r.tookMs.toFixed(0)} ms)`);
+  });
+
   // Two gateways (own cluster clients) behind the failure policy, as the gateway builds them, 12 request loops.
   // With timeout_ms far above the failover's write pause (10 s: only a hang reaches it, however loaded the
   // machine) every request is decided by Redis through the redirection and each tenant is charged exactly what
