@@ -1,7 +1,7 @@
 // The simulator's flags (`npm run bench -- sim ...`), parsed into a SweepArgs. Bad input is a UsageError
 // whose message says which flag and why; the scenario prints it with the usage and exits 2.
 // Thread: main. Setup only.
-import { ADMISSION_MODES, type AdmissionMode, type FaultSpec } from './run-types.ts';
+import { ADMISSION_MODES, PREFIX_INDEX_MODES, type AdmissionMode, type FaultSpec, type PrefixIndexMode } from './run-types.ts';
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -11,7 +11,7 @@ export const USAGE = `usage: npm run bench -- sim [--fleet seed|demo|PATH] [--wo
   [--pool ID] [--policies LIST] [--load LIST | --rps LIST | --speed LIST] [--minutes N] [--gateways N]
   [--seed N] [--retry-shed] [--kill REPLICA@S]... [--restart REPLICA@S]... [--json PATH] [--plot PATH.svg]
   [--threads N] [--admission native,expediter] [--engine-error PCT] [--step-jitter PCT] [--kv-scale F]
-  [--dispatch-ms MS] [--race [--seeds N]]`;
+  [--dispatch-ms MS] [--prefix-index approximate|events] [--race [--seeds N]]`;
 
 /** Engine perturbation a race runs with unless told otherwise (outside a race the engines are the profiles'). */
 export const RACE_ENGINE_ERROR_PCT = 20;
@@ -23,6 +23,12 @@ export const RACE_STEP_JITTER_PCT = 10;
  * join the step that starts then, which a real engine has already begun.
  */
 export const RACE_DISPATCH_MS = 2;
+/**
+ * kv-aware's prefix index in a race: the simulated engines publish KV events (dynamo and llm-d-precise read
+ * them, as upstream), so Expediter reads them too (routing.prefix_index: events), as it does beside a vLLM
+ * started with --kv-events-config. `--prefix-index approximate` races it without them.
+ */
+export const RACE_PREFIX_INDEX: PrefixIndexMode = 'events';
 export const RACE_SEEDS = 3;
 /** Simulated minutes per run in a race: traces are slower (long prompts) and need longer to show their knee. */
 export const RACE_MINUTES_TRACE = 8;
@@ -56,6 +62,8 @@ export interface SweepArgs {
   kvScale: number;
   /** Gateway → engine latency of each dispatch, ms (default 0; RACE_DISPATCH_MS in a race). */
   dispatchMs: number;
+  /** kv-aware's prefix index, overriding the fleet config's routing.prefix_index (null: the config's; a race: RACE_PREFIX_INDEX). */
+  prefixIndex: PrefixIndexMode | null;
   /** Seeds --seed, --seed+1, … (a race; default 3). */
   seeds: number;
 }
@@ -91,6 +99,11 @@ function admissions(flag: string, v: string): AdmissionMode[] {
   return [...new Set(out)] as AdmissionMode[];
 }
 
+function prefixIndexMode(flag: string, v: string): PrefixIndexMode {
+  if (!(PREFIX_INDEX_MODES as readonly string[]).includes(v)) throw new UsageError(`${flag} takes ${PREFIX_INDEX_MODES.join(' or ')}, got ${v}`);
+  return v as PrefixIndexMode;
+}
+
 function fault(flag: string, v: string): FaultSpec {
   const m = /^([^@\s]+)@(\d+(?:\.\d+)?)$/.exec(v);
   if (!m) throw new UsageError(`${flag} takes REPLICA@SECONDS (e.g. 8b-3@30), got ${v}`);
@@ -101,13 +114,14 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   const a: SweepArgs = {
     fleet: 'seed', workload: 'seed-mix', pool: null, policies: null, load: null, rps: null, speed: null,
     minutes: 2, gateways: 1, seed: 1, retryShed: false, kills: [], restarts: [], json: null, plot: null, threads: null,
-    race: false, admissions: ['expediter'], engineErrorPct: 0, stepJitterPct: 0, kvScale: 1, dispatchMs: 0, seeds: 1,
+    race: false, admissions: ['expediter'], engineErrorPct: 0, stepJitterPct: 0, kvScale: 1, dispatchMs: 0, prefixIndex: null, seeds: 1,
   };
   let minutes: number | null = null;
   let admissionList: AdmissionMode[] | null = null;
   let engineError: number | null = null;
   let stepJitter: number | null = null;
   let dispatchMs: number | null = null;
+  let prefixIndex: PrefixIndexMode | null = null;
   let seeds: number | null = null;
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i]!;
@@ -148,6 +162,7 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
       case '--step-jitter': stepJitter = percent(name, value()); break;
       case '--kv-scale': a.kvScale = positive(name, value(), false); break;
       case '--dispatch-ms': dispatchMs = nonNegative(name, value()); break;
+      case '--prefix-index': prefixIndex = prefixIndexMode(name, value()); break;
       case '--seeds': seeds = positive(name, value(), true); break;
       default: throw new UsageError(`unknown flag ${flag}`);
     }
@@ -170,6 +185,7 @@ export function parseArgs(argv: readonly string[]): SweepArgs {
   a.engineErrorPct = engineError ?? (a.race ? RACE_ENGINE_ERROR_PCT : 0);
   a.stepJitterPct = stepJitter ?? (a.race ? RACE_STEP_JITTER_PCT : 0);
   a.dispatchMs = dispatchMs ?? (a.race ? RACE_DISPATCH_MS : 0);
+  a.prefixIndex = prefixIndex ?? (a.race ? RACE_PREFIX_INDEX : null);
   a.seeds = seeds ?? (a.race ? RACE_SEEDS : 1);
   return a;
 }

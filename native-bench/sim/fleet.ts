@@ -95,6 +95,12 @@ export function withKvScale(pool: SimPool, scale: number): SimPool {
   return { ...pool, numGpuBlocks: blocks, maxModelLen: Math.min(pool.maxModelLen, (blocks - 1) * pool.blockSize) };
 }
 
+/** The fleet with routing.prefix_index set to `mode` (--prefix-index; null: as its config says). */
+export function withPrefixIndex(fleet: SimFleet, mode: GatewayConfig['routing']['prefix_index'] | null): SimFleet {
+  if (mode === null || mode === fleet.config.routing.prefix_index) return fleet;
+  return { ...fleet, config: { ...fleet.config, routing: { ...fleet.config.routing, prefix_index: mode } } };
+}
+
 /** `seed`, `demo`, or a path to a gateway config. Throws ConfigError on a bad file. */
 export function loadFleet(spec: string): SimFleet {
   if (spec === 'seed') return fleetFromConfig('seed', seedConfig());

@@ -7,6 +7,7 @@
 import { configSchema, type GatewayConfig } from '../../src/config/schema.ts';
 import { LLMD_REFRESH_MS } from '../../src/router/policies/llm-d.ts';
 import type { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
+import type { PrefixIndex } from '../../src/router/prefix-index.ts';
 import { createPolicy } from '../../src/router/route.ts';
 import type { FleetView, RoutingFeedback, RoutingPolicy } from '../../src/router/types.ts';
 import { RandomPolicy } from './random-policy.ts';
@@ -48,8 +49,8 @@ export function policyOf(cfg: GatewayConfig): string {
   return simOnly.get(cfg) ?? cfg.routing.policy;
 }
 
-/** One gateway's policy instance over its own fleet view. */
-export function buildPolicy(cfg: GatewayConfig, fleet: FleetView, gpu?: GpuTimeModel): RoutingPolicy & RoutingFeedback {
+/** One gateway's policy instance over its own fleet view; `index`: the prefix index kv-aware reads (else its own). */
+export function buildPolicy(cfg: GatewayConfig, fleet: FleetView, gpu?: GpuTimeModel, index?: PrefixIndex): RoutingPolicy & RoutingFeedback {
   if (simOnly.get(cfg) === 'random') return new RandomPolicy(RANDOM_SEED);
-  return createPolicy(cfg, fleet, undefined, gpu);
+  return createPolicy(cfg, fleet, index, gpu);
 }

@@ -133,7 +133,7 @@ export function raceTables(plan: RacePlan, r: RaceResult): string {
   const base = rows.find((x) => x.policy === 'round-robin' && x.admission === 'native') ?? rows.find((x) => x.policy === 'round-robin');
   const lines = [
     `### SLO capacity: ${plan.workloadSpec} on pool ${plan.pool.id} (${plan.pool.replicas.length} × ${plan.pool.profile}), seeds ${plan.seeds.join(', ')}, ` +
-      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step, ${a.dispatchMs} ms from gateway to engine`,
+      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step, ${a.dispatchMs} ms from gateway to engine, kv-aware's prefix index ${plan.prefixIndex === 'events' ? 'fed by KV events' : 'approximate (no KV events)'}`,
     '',
     `Highest offered rate with ≥ ${SLO_ATTAINMENT_TARGET * 100} % of requests within the SLO, bisected to within 3 %; mean over seeds with a 95 % Student-t interval.`,
     '',

@@ -13,7 +13,7 @@ import type { SimPool } from './fleet.ts';
 import { simPolicyNames } from './policies.ts';
 import { bisectCapacity } from './race-stats.ts';
 import { RunPool } from './run-pool.ts';
-import type { AdmissionMode, RunOutput, RunSpec } from './run-types.ts';
+import type { AdmissionMode, PrefixIndexMode, RunOutput, RunSpec } from './run-types.ts';
 import { checkPolicies, planPools } from './sweep.ts';
 import { traceRps, type WorkloadKind } from './workloads.ts';
 
@@ -41,6 +41,8 @@ export interface Contender {
 
 export interface RacePlan {
   fleetName: string;
+  /** kv-aware's prefix index in every run (routing.prefix_index, after --prefix-index). */
+  prefixIndex: PrefixIndexMode;
   workload: WorkloadKind;
   workloadSpec: string;
   pool: SimPool;
@@ -101,13 +103,13 @@ export function planRace(a: SweepArgs): RacePlan {
     }
   }
   if (contenders.length === 0) throw new UsageError('--race: no policy and admission to run (kv-aware runs only under --admission expediter)');
-  const { workload, pools, capacities } = planPools(a);
+  const { fleet, workload, pools, capacities } = planPools(a);
   const pool = pools[0]!;
   const capacity = capacities[0]!;
   const axis = workload.kind === 'seed-mix' ? 'load' : 'speed';
   const start = axis === 'load' ? 1 : capacity.capacityRps / traceRps(workload);
   return {
-    fleetName: a.fleet, workload, workloadSpec: a.workload, pool, capacity, capacities, contenders, missing,
+    fleetName: a.fleet, prefixIndex: fleet.config.routing.prefix_index, workload, workloadSpec: a.workload, pool, capacity, capacities, contenders, missing,
     seeds: Array.from({ length: a.seeds }, (_, i) => a.seed + i), axis, start, args: a,
   };
 }
@@ -140,7 +142,7 @@ export class RaceRunner {
     return {
       index: this.next++, fleet: a.fleet, workload: a.workload, pool: p.pool.id, policy: c.policy, ...rate,
       minutes: a.minutes, gateways: a.gateways, seed, retryShed: a.retryShed, kills: [], restarts: [],
-      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs,
+      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs, prefixIndex: a.prefixIndex,
     };
   }
 

@@ -64,7 +64,7 @@ export function executeRun(spec: RunSpec): RunOutput {
   const state = simulateRun(spec);
   return {
     index: spec.index,
-    json: runJson(spec, state.figures),
+    json: { ...runJson(spec, state.figures), prefix_index: state.prefixIndex },
     simulatedRequests: state.simulatedRequests,
     cpuMs: threadCpuMs() - c0,
     failed: state.figures.failed,

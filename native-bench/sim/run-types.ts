@@ -11,6 +11,10 @@ export interface FaultSpec {
 export type AdmissionMode = 'native' | 'expediter';
 export const ADMISSION_MODES: readonly AdmissionMode[] = ['native', 'expediter'];
 
+/** routing.prefix_index: what kv-aware's prefix index is fed from (the anchors' indexes are their own). */
+export type PrefixIndexMode = 'approximate' | 'events';
+export const PREFIX_INDEX_MODES: readonly PrefixIndexMode[] = ['approximate', 'events'];
+
 export interface RunSpec {
   /** Position in the sweep: results are reported in this order whatever thread finished first. */
   index: number;
@@ -40,6 +44,8 @@ export interface RunSpec {
   kvScale: number;
   /** Gateway → engine latency of each dispatch, ms. */
   dispatchMs: number;
+  /** Overrides the fleet config's routing.prefix_index (null: the config's). */
+  prefixIndex: PrefixIndexMode | null;
 }
 
 /** The contract's run object. */
@@ -67,6 +73,8 @@ export interface RunJson {
   admission: AdmissionMode;
   /** Gateway → engine latency of each dispatch in this run, ms. */
   dispatch_ms: number;
+  /** routing.prefix_index of the run's gateways (what kv-aware's prefix index is fed from). */
+  prefix_index?: PrefixIndexMode;
   /** Share of admitted requests that met their SLO (admission admits only what the GPU-time model expects to). */
   admitted_within_slo: number | null;
   /** Sheds decided at arrival (the rest waited in the queue until their deadline). */

@@ -12,9 +12,10 @@ import type { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
 import { EventsIndex, StreamState } from '../../src/registry/kv-events/events-index.ts';
 import { EventsPrefixIndex } from '../../src/router/events-prefix-index.ts';
 import { PrefixIndex } from '../../src/router/prefix-index.ts';
-import { INDEX_POLICIES, Router, createPolicy } from '../../src/router/route.ts';
+import { INDEX_POLICIES, Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
 import type { KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
+import { buildPolicy } from './policies.ts';
 
 export class SimKvEvents implements KvEventSink {
   readonly index: EventsIndex;
@@ -77,6 +78,7 @@ export class SimKvEvents implements KvEventSink {
   /** A gateway's router over `fleet` whose index policies read the events index for live slots. */
   router(cfg: GatewayConfig, fleet: FleetView, gpu: GpuTimeModel | null = null): Router {
     const index = new EventsPrefixIndex(new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: this.index.slots }).buffer, this.index.buffer);
-    return new Router(createPolicy(cfg, fleet, index, gpu ?? undefined), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null, gpu);
+    // buildPolicy, not createPolicy: a simulator-only policy (random) rides on a schema name in cfg.
+    return new Router(buildPolicy(cfg, fleet, gpu ?? undefined, index), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null, gpu);
   }
 }

@@ -8,8 +8,9 @@ import { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { EngineOptions, EngineRequestSpec } from '../../test/mock-replica/engine/types.ts';
 import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
+import type { GatewayConfig } from '../../src/config/schema.ts';
 import type { Decision } from '../../src/router/types.ts';
-import { loadFleet, withKvScale, type SimFleet, type SimPool } from './fleet.ts';
+import { loadFleet, withKvScale, withPrefixIndex, type SimFleet, type SimPool } from './fleet.ts';
 import { KvEventFeed } from './kv-event-feed.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
 import { RunMetrics, type RunFigures } from './metrics.ts';
@@ -35,6 +36,8 @@ export interface RunState {
   simulatedRequests: number;
   restartsSeen: number;
   admission: string;
+  /** routing.prefix_index the run's gateways had. */
+  prefixIndex: GatewayConfig['routing']['prefix_index'];
 }
 
 export interface SimOptions {
@@ -86,6 +89,7 @@ export class FleetSim implements RequestSink {
   private readonly retryShed: boolean;
   private readonly headroom: number;
   private readonly dispatchMs: number;
+  private readonly prefixIndex: GatewayConfig['routing']['prefix_index'];
   private readonly admissionMode: AdmissionMode;
   private readonly pick: Prng;
   private readonly live = new Set<LiveRequest>();
@@ -112,6 +116,7 @@ export class FleetSim implements RequestSink {
     this.maxAttempts = cfg.upstream.max_attempts;
     this.retryShed = o.retryShed === true;
     this.headroom = cfg.admission.headroom_ratio;
+    this.prefixIndex = cfg.routing.prefix_index;
     this.dispatchMs = o.dispatchMs ?? 0;
     this.pick = new Prng(o.seed, 11);
     this.admissionMode = o.admission ?? 'expediter';
@@ -171,6 +176,7 @@ export class FleetSim implements RequestSink {
       figures: this.metrics.figures(this.durationMs - this.warmupMs),
       simulatedRequests: this.simulated,
       restartsSeen,
+      prefixIndex: this.prefixIndex,
       admission: `${this.admissionMode}: ${this.gateways[0]!.native?.description ?? `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)`}${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
     };
   }
@@ -377,7 +383,7 @@ export class FleetSim implements RequestSink {
 
 /** Builds and runs one sweep point. */
 export function simulateRun(spec: RunSpec): RunState {
-  const fleet = loadFleet(spec.fleet);
+  const fleet = withPrefixIndex(loadFleet(spec.fleet), spec.prefixIndex);
   const poolIndex = fleet.pools.findIndex((p) => p.id === spec.pool);
   if (poolIndex < 0) throw new RangeError(`no pool ${spec.pool} in fleet ${spec.fleet}`);
   const pool = withKvScale(fleet.pools[poolIndex]!, spec.kvScale);

@@ -4,7 +4,7 @@
 // Thread: main. Setup and orchestration only.
 import { UsageError, type SweepArgs } from './args.ts';
 import { poolCapacity, type PoolCapacity } from './capacity.ts';
-import { loadFleet, withKvScale, type SimFleet, type SimPool } from './fleet.ts';
+import { loadFleet, withKvScale, withPrefixIndex, type SimFleet, type SimPool } from './fleet.ts';
 import { policyNames, simPolicyNames } from './policies.ts';
 import { RunPool } from './run-pool.ts';
 import type { RunOutput, RunSpec } from './run-types.ts';
@@ -32,7 +32,7 @@ function defaultTracePool(fleet: SimFleet): SimPool {
  * (--pool, else the 8B pool); a seed-mix sweep runs every pool unless --pool.
  */
 export function planPools(a: SweepArgs): Omit<SweepPlan, 'specs'> {
-  const fleet = loadFleet(a.fleet);
+  const fleet = withPrefixIndex(loadFleet(a.fleet), a.prefixIndex);
   const wk = parseWorkload(a.workload);
   let pools: SimPool[];
   if (a.pool !== null) {
@@ -90,7 +90,7 @@ export function planSweep(a: SweepArgs): SweepPlan {
             index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
             minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
             kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
-            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs,
+            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs, prefixIndex: a.prefixIndex,
           });
         }
       }

@@ -13,7 +13,7 @@ interface Doc {
   race: { pool: string; seeds: number[]; minutes: number; engine_error_pct: number; step_jitter_pct: number; slo_attainment_target: number };
   slo_capacity: Array<{ policy: string; admission: string; rps: number; ci95: [number, number] | null; per_seed: number[] }>;
   overload: unknown[];
-  runs: Array<{ policy: string; admission: string; seed: number; load: number; slo_attainment: number; dispatch_ms: number }>;
+  runs: Array<{ policy: string; admission: string; seed: number; load: number; slo_attainment: number; dispatch_ms: number; prefix_index: string }>;
 }
 
 test('the race ranks random < round robin < least-outstanding-tokens on every seed', async () => {
@@ -24,6 +24,7 @@ test('the race ranks random < round robin < least-outstanding-tokens on every se
   assert.deepEqual(doc.race, { workload: 'seed-mix', pool: '8b', seeds: [1, 2], minutes: 1, engine_error_pct: 20, step_jitter_pct: 10, slo_attainment_target: 0.9 } as Doc['race']);
   assert.deepEqual(doc.overload, []); // kv-aware is not in this race
   assert.ok(doc.runs.every((r) => r.dispatch_ms === 2), 'a race dispatches with 2 ms from gateway to engine');
+  assert.ok(doc.runs.every((r) => r.prefix_index === 'events'), 'a race feeds kv-aware\'s index from KV events, as dynamo\'s');
   const cap = (p: string): Doc['slo_capacity'][number] => doc.slo_capacity.find((c) => c.policy === p && c.admission === 'native')!;
   const [rnd, rr, lot] = [cap('random'), cap('round-robin'), cap('least-outstanding-tokens')];
   for (let s = 0; s < 2; s++) {

@@ -32,13 +32,14 @@ test('flags parse into a sweep; bad flags are usage errors that name the flag', 
   for (const [argv, re] of bad) assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message), argv.join(' '));
 });
 
-test('race flags: a race defaults to both admissions, a perturbed engine, 3 seeds and the workload\'s minutes', () => {
+test('race flags: a race defaults to both admissions, a perturbed engine, KV events for kv-aware, 3 seeds and the workload\'s minutes', () => {
   const r = parseArgs(['--race', '--workload', 'mooncake:/x.jsonl']);
   assert.equal(r.race, true);
   assert.deepEqual(r.admissions, ['native', 'expediter']);
   assert.equal(r.engineErrorPct, 20);
   assert.equal(r.stepJitterPct, 10);
   assert.equal(r.dispatchMs, 2);
+  assert.equal(r.prefixIndex, 'events');
   assert.equal(r.seeds, 3);
   assert.equal(r.minutes, 8);
   assert.equal(parseArgs(['--race']).minutes, 2);
@@ -53,11 +54,14 @@ test('race flags: a race defaults to both admissions, a perturbed engine, 3 seed
   assert.equal(parseArgs([]).dispatchMs, 0);
   assert.equal(parseArgs(['--race', '--dispatch-ms', '0']).dispatchMs, 0);
   assert.equal(parseArgs(['--dispatch-ms=0.5']).dispatchMs, 0.5);
+  assert.equal(parseArgs([]).prefixIndex, null, 'outside a race the fleet config decides');
+  assert.equal(parseArgs(['--race', '--prefix-index', 'approximate']).prefixIndex, 'approximate');
   const bad: Array<[string[], RegExp]> = [
     [['--admission', 'fancy'], /--admission: unknown fancy/],
     [['--engine-error', '100'], /percentage/],
     [['--dispatch-ms', '-1'], /--dispatch-ms takes a number ≥ 0/],
     [['--dispatch-ms', ''], /--dispatch-ms takes a number ≥ 0/],
+    [['--prefix-index', 'exact'], /--prefix-index takes approximate or events, got exact/],
     [['--seeds', '3'], /--seeds applies to --race/],
     [['--race', '--load', '1'], /--race finds/],
     [['--race', '--kill', '8b-1@3'], /without faults/],
