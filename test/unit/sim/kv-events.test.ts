@@ -38,5 +38,4 @@ test('kv-aware on the events index predicts the engines\' hits within 2 points; 
   assert.ok(Math.abs(ap.predicted - ap.measured) > 0.02, `approximate: predicted ${ap.predicted} vs measured ${ap.measured} (the control)`);
   // --prefix-index overrides the config's routing.prefix_index (a race sets events): the same run as the events file
   assert.deepEqual(await hitRates('approximate', ['--prefix-index', 'events']), ev);
-  assert.deepEqual(await hitRates('events', ['--prefix-index', 'approximate']), ap);
 });
