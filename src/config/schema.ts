@@ -182,7 +182,7 @@ export const configSchema = z.strictObject({
     params: z.record(z.string(), z.unknown()).default({}),
     /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). */
     load_bound_epsilon: z.number().min(0).default(0.25),
-    /** Prefix index entries (40 bytes each, shared by every acceptor thread). */
+    /** Prefix index entries (136 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),
     /**
      * `events`: replicas with `kv_events` are predicted from their engines' KV events (exact), falling back to

@@ -13,8 +13,10 @@
 // Lock-free: per-bucket version word. A writer CASes it even→odd, writes, stores even+2; a busy bucket is
 // skipped (one block of one request is not learned). A reader retries a torn read and then calls it a miss.
 //
-// Memory, per entry: 40 bytes (hash 6, recency 4, 4 holders × u16 slot+1, 4 stamps × u32, padding to keep
-// a way in one cache line, and the bucket's version word). 1,048,576 entries = 40 MiB.
+// Memory, per entry: 136 bytes (hash 6, recency 4, 16 holders × u16 slot+1, 16 stamps × u32, padding to keep
+// a way on two whole cache lines, and the bucket's version word). 1,048,576 entries = 136 MiB. Sixteen holders
+// rather than four: a hot prefix on more replicas than the index can name is credited to too few of them
+// (prefix-index-layout.ts has the figures); the cost is 3.4× the memory and ~1.5× a 32,000-token insert.
 
 import {
   B_LO, B_TAG16, B_VERSION, B_WAYS, BUCKET_I32, H_BUCKETS, H_ENTRIES, H_EVICTIONS, H_MAGIC, H_SLOTS, H_TICK, HEADER_I32,
@@ -63,9 +65,11 @@ export class PrefixIndex {
   private tag = 0;
   /** Keeps the prefetching loads observable so the compiler cannot drop them. */
   sink = 0;
-  /** The last readHolders(): holders (slot+1) and their stamps. */
-  private hs0 = 0; private hs1 = 0; private hs2 = 0; private hs3 = 0;
-  private ht0 = 0; private ht1 = 0; private ht2 = 0; private ht3 = 0;
+  /** The last readHolders(): holders (slot+1, 0 = none) and their stamps; per thread, reused by every lookup. */
+  private readonly hs = new Uint16Array(HOLDERS);
+  private readonly ht = new Uint32Array(HOLDERS);
+  /** lookup(): per holder of a stride's last block, the candidate position its run reached, or -1. */
+  private readonly reachedAt = new Int32Array(HOLDERS);
 
   constructor(optsOrBuffer: PrefixIndexOptions | SharedArrayBuffer) {
     if (optsOrBuffer instanceof SharedArrayBuffer) {
@@ -173,24 +177,24 @@ export class PrefixIndex {
       // Start loading the next stride's bucket now: its cache miss overlaps this stride's work.
       if (end + LOOKUP_STRIDE - 1 < n) touch ^= u32[this.probe(hashes[end + LOOKUP_STRIDE - 1]!) + B_LO]!;
       this.readHolders(hashes[end - 1]!);
-      // Candidates whose run reaches `end` are marked -end until the stride's enders are walked.
-      const p0 = this.reach(this.hs0, this.ht0, s0, -end, out);
-      const p1 = this.reach(this.hs1, this.ht1, s0, -end, out);
-      const p2 = this.reach(this.hs2, this.ht2, s0, -end, out);
-      const p3 = this.reach(this.hs3, this.ht3, s0, -end, out);
-      const reached = (p0 >= 0 ? 1 : 0) + (p1 >= 0 ? 1 : 0) + (p2 >= 0 ? 1 : 0) + (p3 >= 0 ? 1 : 0);
+      const hs = this.hs;
+      const ht = this.ht;
+      const at = this.reachedAt;
+      let reached = 0;
+      for (let j = 0; j < HOLDERS; j++) {
+        const p = this.reach(hs[j]!, ht[j]!, s0, -end, out);
+        at[j] = p;
+        if (p >= 0) reached++;
+      }
       if (reached < alive) {
         for (let b = s0; b < end - 1; b++) {
           this.readHolders(hashes[b]!);
-          const moved = (this.reach(this.hs0, this.ht0, b, b + 1, out) >= 0 ? 1 : 0) + (this.reach(this.hs1, this.ht1, b, b + 1, out) >= 0 ? 1 : 0) +
-            (this.reach(this.hs2, this.ht2, b, b + 1, out) >= 0 ? 1 : 0) + (this.reach(this.hs3, this.ht3, b, b + 1, out) >= 0 ? 1 : 0);
+          let moved = 0;
+          for (let j = 0; j < HOLDERS; j++) if (this.reach(hs[j]!, ht[j]!, b, b + 1, out) >= 0) moved++;
           if (moved === 0) break;
         }
       }
-      if (p0 >= 0) out[p0] = end;
-      if (p1 >= 0) out[p1] = end;
-      if (p2 >= 0) out[p2] = end;
-      if (p3 >= 0) out[p3] = end;
+      for (let j = 0; j < HOLDERS; j++) if (at[j]! >= 0) out[at[j]!] = end;
       alive = reached;
     }
     this.sink = touch;
@@ -202,13 +206,15 @@ export class PrefixIndex {
     return best;
   }
 
-  /** Holders and stamps of hash `h` into this.hs0..3 / this.ht0..3 (all 0 on a miss or a torn read). */
+  /** Holders and stamps of hash `h` into this.hs / this.ht (holders all 0 on a miss or a torn read). */
   private readHolders(h: number): void {
     const i32 = this.i32;
     const u32 = this.u32;
     const u16 = this.u16;
     const base = this.probe(h);
-    this.hs0 = 0; this.hs1 = 0; this.hs2 = 0; this.hs3 = 0;
+    const hs = this.hs;
+    const ht = this.ht;
+    hs.fill(0);
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       const v1 = Atomics.load(i32, base + B_VERSION);
       if ((v1 & 1) !== 0) continue;
@@ -216,10 +222,13 @@ export class PrefixIndex {
       if (way < 0) return;
       const wb = base + B_WAYS + way * WAY_I32;
       const hp = (wb + W_HOLDERS) * 2;
-      this.hs0 = u16[hp]!; this.hs1 = u16[hp + 1]!; this.hs2 = u16[hp + 2]!; this.hs3 = u16[hp + 3]!;
-      this.ht0 = u32[wb + W_STAMPS]!; this.ht1 = u32[wb + W_STAMPS + 1]!; this.ht2 = u32[wb + W_STAMPS + 2]!; this.ht3 = u32[wb + W_STAMPS + 3]!;
+      const st = wb + W_STAMPS;
+      for (let j = 0; j < HOLDERS; j++) {
+        hs[j] = u16[hp + j]!;
+        ht[j] = u32[st + j]!;
+      }
       if (Atomics.load(i32, base + B_VERSION) === v1) return;
-      this.hs0 = 0; this.hs1 = 0; this.hs2 = 0; this.hs3 = 0;
+      hs.fill(0);
     }
   }
 
@@ -254,8 +263,9 @@ export class PrefixIndex {
     const n = hashes.length;
     let touch = 0;
     for (let b = from; b < n; b++) {
-      // Every PREFETCH blocks, load the next PREFETCH buckets' five lines together (tags, then the ways that
-      // findWay, claimWay and the holder update read): the bucket lock below is a locked instruction, which
+      // Every PREFETCH blocks, load the next PREFETCH buckets' five lines together (tags, then the first two
+      // ways' holder and stamp lines, where a bucket not yet full keeps its hashes; findWay and the holder
+      // update read them): the bucket lock below is a locked instruction, which
       // waits for outstanding loads, so misses taken one block at a time never overlap. Loads only; which
       // blocks are written, and how, is unchanged.
       if ((b - from) % PREFETCH === 0) {

@@ -92,8 +92,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 2000 },
       upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3 },
       registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 2 },
-      // 65,536 entries (2.5 MiB) hold every block a test sends; the default million (40 MiB) is faulted in at
-      // startup (src/util/prefault.ts), ~0.15 s of CPU per stack the suite does not need.
+      // 65,536 entries (8.5 MiB) hold every block a test sends; the default million (136 MiB) is faulted in at
+      // startup (src/util/prefault.ts), ~0.35 s of CPU per stack the suite does not need.
       routing: { prefix_index_entries: 65_536 },
       pools: poolCfgs,
       tenants: [

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnWorker } from '../../../src/util/spawn-worker.ts';
-import { PrefixIndex, PREFIX_INDEX_BYTES_PER_ENTRY, WAYS } from '../../../src/router/prefix-index.ts';
+import { HOLDERS, PrefixIndex, PREFIX_INDEX_BYTES_PER_ENTRY, WAYS } from '../../../src/router/prefix-index.ts';
 import { chainFor, type WriterData } from './prefix-index-thread.ts';
 
 function chain(seed: number, blocks: number): Float64Array {
@@ -103,15 +103,18 @@ void test('a full bucket replaces a way whose holders are evicted first, else it
   assert.equal(index.entries(), WAYS);
 });
 
-void test('more than four holders of one hash replace the one closest to its own eviction', () => {
-  const index = new PrefixIndex({ entries: 4096, slots: 8 });
+void test('sixteen replicas holding one hash are all credited; a seventeenth replaces the one closest to its own eviction', () => {
+  const slots = HOLDERS + 2;
+  const index = new PrefixIndex({ entries: 4096, slots });
   const a = chain(6, 1);
-  for (let s = 0; s < 4; s++) index.setCapacity(s, 100);
+  for (let s = 0; s < slots; s++) index.setCapacity(s, 100);
   index.insert(chain(7, 60), 0, 2); // slot 2's copy of `a` will be the most aged relative to its capacity
-  for (let s = 0; s < 4; s++) index.insert(a, 0, s);
+  for (let s = 0; s < HOLDERS; s++) index.insert(a, 0, s);
+  const all = Array.from({ length: HOLDERS + 1 }, (_, s) => s);
+  assert.deepEqual(lookup(index, a, all), [...Array<number>(HOLDERS).fill(1), 0], 'every one of the sixteen holders is credited');
   index.insert(chain(8, 50), 0, 2);
-  index.insert(a, 0, 4);
-  assert.deepEqual(lookup(index, a, [0, 1, 2, 3, 4]), [1, 1, 0, 1, 1]);
+  index.insert(a, 0, HOLDERS);
+  assert.deepEqual(lookup(index, a, all), all.map((s) => (s === 2 ? 0 : 1)), 'the seventeenth displaced slot 2, nearest its eviction');
 });
 
 void test('another thread attaches to the buffer; while it writes, a reader never sees a holder it never wrote', async (t) => {
@@ -154,8 +157,8 @@ void test('another thread attaches to the buffer; while it writes, a reader neve
   assert.ok(attached.entries() <= attached.capacityEntries);
 });
 
-void test('memory per entry is 40 bytes', () => {
-  assert.equal(PREFIX_INDEX_BYTES_PER_ENTRY, 40);
+void test('memory per entry is 136 bytes', () => {
+  assert.equal(PREFIX_INDEX_BYTES_PER_ENTRY, 136);
   const index = new PrefixIndex({ entries: 1 << 20, slots: 256 });
-  assert.ok(index.buffer.byteLength < (1 << 20) * 40 + 4096);
+  assert.ok(index.buffer.byteLength < (1 << 20) * 136 + 4096);
 });

@@ -1,6 +1,6 @@
 // The simulator with routing.prefix_index: events (the seed 8B pool's 40 replicas): kv-aware's predicted prefix-hit
-// rate meets the engines' measured one within 2 points, where the approximate index on the same fleet and traffic
-// misses it by more; --prefix-index (events by default in a race) overrides what the fleet's config says.
+// rate meets the engines' measured one within 2 points, with one gateway or four, where four gateways' approximate
+// indexes on the same fleet and traffic miss it by more; --prefix-index (events by default in a race) overrides what the fleet's config says.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,14 +28,17 @@ async function hitRates(index: 'events' | 'approximate', flags: string[] = []): 
   return { ...doc.runs[0]!.prefix_hit_rate, index: doc.runs[0]!.prefix_index };
 }
 
-test('kv-aware on the events index predicts the engines\' hits within 2 points; the approximate index does not', async () => {
+test('kv-aware on the events index predicts the engines\' hits within 2 points, with one gateway or four; the approximate index of four does not', async () => {
   const ev = await hitRates('events');
   assert.equal(ev.index, 'events');
   assert.ok(ev.measured > 0.2, `a workload with hits to predict (${ev.measured})`);
   assert.ok(Math.abs(ev.predicted - ev.measured) <= 0.02, `events: predicted ${ev.predicted} vs measured ${ev.measured}`);
-  const ap = await hitRates('approximate');
-  assert.equal(ap.index, 'approximate');
-  assert.ok(Math.abs(ap.predicted - ap.measured) > 0.02, `approximate: predicted ${ap.predicted} vs measured ${ap.measured} (the control)`);
+  const ev4 = await hitRates('events', ['--gateways', '4']);
+  assert.ok(Math.abs(ev4.predicted - ev4.measured) <= 0.02, `events, four gateways: predicted ${ev4.predicted} vs measured ${ev4.measured}`);
+  // Each of four gateways' approximate index learns only the quarter of the placements it made itself.
+  const ap4 = await hitRates('approximate', ['--gateways', '4']);
+  assert.equal(ap4.index, 'approximate');
+  assert.ok(ap4.measured - ap4.predicted > 0.02, `approximate, four gateways: predicted ${ap4.predicted} vs measured ${ap4.measured} (the control)`);
   // --prefix-index overrides the config's routing.prefix_index (a race sets events): the same run as the events file
   assert.deepEqual(await hitRates('approximate', ['--prefix-index', 'events']), ev);
 });
