@@ -99,6 +99,12 @@ function run(name: string, cmd: string, args: string[], env: Record<string, stri
 }
 
 const bin = (tool: string): string => join(ROOT, 'node_modules', '.bin', tool);
+/**
+ * A test, and a file as a whole, fails after this long: a handle a file leaves open (a socket a client never
+ * closed) keeps its process alive after its last test, and the run would wait for it forever. The slowest file
+ * takes ~80 s on a loaded machine.
+ */
+const FILE_TIMEOUT_MS = 240_000;
 const TIMES_DIR = mkdtempSync(join(tmpdir(), 'expediter-test-times-'));
 const REPORTER = join(ROOT, 'scripts', 'test-file-times.mjs');
 /**
@@ -107,7 +113,7 @@ const REPORTER = join(ROOT, 'scripts', 'test-file-times.mjs');
  */
 const nodeTest = (files: string[], concurrency: number, timesFile: string, tree: TestTree | null): string[] => [
   ...(tree === null ? ['--import', 'tsx'] : ['--enable-source-maps']),
-  '--test', `--test-concurrency=${concurrency}`,
+  '--test', `--test-concurrency=${concurrency}`, `--test-timeout=${FILE_TIMEOUT_MS}`,
   `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
   `--test-reporter=${REPORTER}`, `--test-reporter-destination=${timesFile}`,
   ...(tree === null ? files : files.map((f) => join(tree.dir, f.replace(/\.ts$/, '.js')))),

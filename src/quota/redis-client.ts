@@ -122,8 +122,12 @@ export function defineScript(client: RedisClient, name: string, lua: string, num
   const send = (keys: readonly string[], args: readonly RedisArg[], firstSentMs: number): Promise<unknown> =>
     command.call(client, ...keys, ...args).catch((err: unknown) => {
       // The resend gets a command timeout of its own: a node that refuses, then hangs, costs 2 x timeout at worst.
-      if (!isClusterDown(err) || performance.now() - firstSentMs + CLUSTERDOWN_RETRY_MS >= budgetMs) throw err;
-      return new Promise<unknown>((resolve) => setTimeout(resolve, CLUSTERDOWN_RETRY_MS)).then(() => send(keys, args, firstSentMs));
+      // Never after closeRedisClient: a command sent then could open a node connection nothing closes.
+      if (!isClusterDown(err) || closing.has(client) || performance.now() - firstSentMs + CLUSTERDOWN_RETRY_MS >= budgetMs) throw err;
+      return new Promise<unknown>((resolve) => setTimeout(resolve, CLUSTERDOWN_RETRY_MS)).then(() => {
+        if (closing.has(client)) throw err;
+        return send(keys, args, firstSentMs);
+      });
     });
   return (keys, args) => send(keys, args, performance.now());
 }
@@ -160,11 +164,20 @@ export function isRedisReady(client: RedisClient): boolean {
   return client.status === 'ready';
 }
 
-/** Closes the client: QUIT when connected (bounded by the command timeout), else drops the socket. */
+/** Clients closeRedisClient was called on: the script runner sends nothing more through them. */
+const closing = new WeakSet<RedisClient>();
+
+/**
+ * Closes the client: QUIT when connected (bounded by the command timeout), else drops the socket. A Cluster also
+ * drops every node connection its pool still holds after QUIT: one a redirection opened while QUIT was on its
+ * way would otherwise keep the process alive.
+ */
 export async function closeRedisClient(client: RedisClient): Promise<void> {
+  closing.add(client);
   if (client.status === 'ready') {
     try {
       await client.quit();
+      if (client instanceof Cluster) for (const node of client.nodes('all')) node.disconnect(false);
       return;
     } catch {
       // fall through to disconnect

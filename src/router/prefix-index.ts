@@ -14,9 +14,8 @@
 // skipped (one block of one request is not learned). A reader retries a torn read and then calls it a miss.
 //
 // Memory, per entry: 136 bytes (hash 6, recency 4, 16 holders × u16 slot+1, 16 stamps × u32, padding to keep
-// a way on two whole cache lines, and the bucket's version word). 1,048,576 entries = 136 MiB. Sixteen holders
-// rather than four: a hot prefix on more replicas than the index can name is credited to too few of them
-// (prefix-index-layout.ts has the figures); the cost is 3.4× the memory and ~1.5× a 32,000-token insert.
+// a way on two whole cache lines, and the bucket's version word). 1,048,576 entries = 136 MiB. Why sixteen
+// holders: prefix-index-layout.ts.
 
 import {
   B_LO, B_TAG16, B_VERSION, B_WAYS, BUCKET_I32, H_BUCKETS, H_ENTRIES, H_EVICTIONS, H_MAGIC, H_SLOTS, H_TICK, HEADER_I32,
@@ -223,10 +222,7 @@ export class PrefixIndex {
       const wb = base + B_WAYS + way * WAY_I32;
       const hp = (wb + W_HOLDERS) * 2;
       const st = wb + W_STAMPS;
-      for (let j = 0; j < HOLDERS; j++) {
-        hs[j] = u16[hp + j]!;
-        ht[j] = u32[st + j]!;
-      }
+      for (let j = 0; j < HOLDERS; j++) { hs[j] = u16[hp + j]!; ht[j] = u32[st + j]!; }
       if (Atomics.load(i32, base + B_VERSION) === v1) return;
       hs.fill(0);
     }
