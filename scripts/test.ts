@@ -1,7 +1,7 @@
 // `npm test`: finds or starts the services the suite needs (scripts/test-services.ts), runs the static checks
 // while the Redis Cluster forms and then beside the unit and integration files (node's test runner), and stops
-// what it started. Integration files run in parallel except the SERIAL ones, which run one at a time after
-// them, and BESIDE_SERIAL, which runs next to those (test/README.md says why each is there).
+// what it started. The SERIAL integration files run first, one at a time, with BESIDE_SERIAL next to them; then
+// every other file in parallel (test/README.md says why each is where it is).
 //   node --import tsx scripts/test.ts                 everything (what `npm test` runs)
 //   node --import tsx scripts/test.ts PATH...         only the test files at these paths (files or folders; no
 //                                                     static checks), with the same services
@@ -23,7 +23,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
  * Integration files that need the machine to themselves: they load both cores on purpose (overload,
  * backpressure, sharded acceptors, the simulator's fidelity run), kill or fail over the shared cluster, or
  * count on a socket or timer firing within a window that a neighbour's load could stretch. Run one at a time
- * after the parallel group. test/README.md gives the reason for each.
+ * before the parallel group. test/README.md gives the reason for each.
  */
 export const SERIAL = new Set([
   'test/integration/admission/overload-70b.test.ts',
@@ -46,7 +46,7 @@ export const SERIAL = new Set([
 /**
  * Out of the pool only because it fails over and kills masters of the Redis Cluster that the pool's quota
  * tests share; it needs no quiet machine (a tenth of a core, 20 s of waiting for failovers), so it runs beside
- * the serial group rather than after it.
+ * the serial group rather than after it. Nothing else uses the cluster, so the pool after it finds it settled.
  */
 export const BESIDE_SERIAL = new Set([
   'test/integration/quota/redis-cluster.test.ts',
@@ -174,7 +174,7 @@ async function main(): Promise<number> {
     });
     treeReady.catch(() => undefined);
     // The static checks start at once, at low priority (NICE): they use the cores while the cluster forms and
-    // whatever the pool and the serial group leave idle, and nothing waits for them before the end.
+    // whatever the serial group (which runs first) leaves idle, and nothing waits for them before the end.
     const staticChecks = only.length > 0 ? Promise.resolve([]) : Promise.all([
       run('lint', bin('eslint'), ['.'], {}, true),
       run('typecheck', bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'], {}, true)
@@ -206,12 +206,16 @@ async function main(): Promise<number> {
     const staticDone = staticChecks.then((r) => {
       results.unshift(...r);
     });
-    await phase(`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY);
+    // The serial group first: its files leave more than a core idle (they wait on timeouts, drains and
+    // failovers), which the static checks take at their low priority, so the checks are done before the pool
+    // starts and the pool has both cores (~50 s shorter on two cores than the pool first, when they took the
+    // pool's gaps and ended within the serial group).
     await Promise.all([
       phase(`serial integration (${serial.length} files, one at a time)`, serial, 1),
       phase(`beside the serial group (${beside.length} file${beside.length === 1 ? '' : 's'})`, beside, 1),
-      staticDone,
     ]);
+    await phase(`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY);
+    await staticDone;
   } catch (err) {
     console.error(`npm test: ${err instanceof Error ? err.message : String(err)}`);
     results.push({ name: 'services', ok: false, ms: 0 });
