@@ -37,7 +37,10 @@ export { ARRIVAL_WINDOW_MS, MAX_SAMPLE_PREFILL_SHARE, OWN_RHO_CAP, RHO_CAP, STRE
 
 class PoolState {
   fig: PoolFigures;
-  meanPromptTokens = Number.NaN;
+  /** Mean prefill work of a request as this gateway dispatches it (its uncached part): EWMA per dispatch. */
+  meanPromptWork = Number.NaN;
+  /** Prefill work per uncached prompt token of what this gateway dispatches (the attention term's share): EWMA. */
+  workPerToken = 1;
   constructor(fig: PoolFigures) {
     this.fig = fig;
   }
@@ -164,12 +167,12 @@ export class GpuTimeModel {
     if (ahead > cap) ahead = this.backlog[slot] = cap;
     let unseen = ledgerPrefill > mine;
     if (unseen) ahead += ledgerPrefill - mine;
-    // Waiting requests no gateway thread here accounts for (other gateways): the pool's mean prompt each.
+    // Waiting requests no gateway thread here accounts for (other gateways): each the mean prefill work of
+    // what we dispatch, net of its cache hits (the same traffic through another gateway finds the same cache).
     const joining = inflight - ledgerRunning;
     const unaccounted = st.waiting - joining;
     if (fresh && unaccounted > 0) {
-      const mean = Number.isNaN(pool.meanPromptTokens) ? req.promptTokens : pool.meanPromptTokens;
-      ahead += unaccounted * fig.work(0, mean);
+      ahead += unaccounted * (Number.isNaN(pool.meanPromptWork) ? fig.work(0, req.promptTokens) : pool.meanPromptWork);
       unseen = true;
     }
     const work = ahead + own;
@@ -266,10 +269,12 @@ export class GpuTimeModel {
     this.dispatchedWork[slot]! += own;
     d.gpuWorkMark = this.dispatchedWork[slot]!;
     d.gpuStream = this.streams.add(slot, req.maxTokens, d.gpuWorkMark);
-    this.ownPrefill[slot]! += uncachedOf(req, d, pool.fig.blockSize);
+    const uncached = uncachedOf(req, d, pool.fig.blockSize);
+    this.ownPrefill[slot]! += uncached;
     this.ownPrefillWork[slot]! += own;
-    const m = pool.meanPromptTokens;
-    pool.meanPromptTokens = Number.isNaN(m) ? req.promptTokens : m + MEAN_PROMPT_ALPHA * (req.promptTokens - m);
+    if (uncached > 0) pool.workPerToken += MEAN_PROMPT_ALPHA * (own / uncached - pool.workPerToken);
+    const m = pool.meanPromptWork;
+    pool.meanPromptWork = Number.isNaN(m) ? own : m + MEAN_PROMPT_ALPHA * (own - m);
   }
 
   /** Output tokens came back from `slot` (each relayed chunk of a stream): a step of that replica just ended. */
@@ -299,6 +304,7 @@ export class GpuTimeModel {
     d.gpuFirstBatch = fresh && st.running > lr ? st.running : lr;
     d.gpuFirstKv = st.usedBlocks * fig.blockSize;
     d.gpuFirstDone = this.doneWork(slot, now);
+    d.gpuFirstScraped = fresh ? st.prefillTokensTotal : Number.NaN;
     if (!Number.isNaN(d.gpuTtftMs)) {
       this.metrics?.ttftPrediction(req.poolId, d.gpuTtftMs, ttftMs);
       if (d.gpuWorkAhead >= MIN_RATE_SAMPLE_WORK) {
@@ -328,12 +334,19 @@ export class GpuTimeModel {
     if (outputTokens < MIN_DECODE_SAMPLE_TOKENS) return;
     const now = this.fleet.nowMs();
     const rate = this.rates.rate(slot, fig.prefillTokensPerMs);
-    const prefillMs = (this.doneWork(slot, now) - d.gpuFirstDone) / rate;
+    const st = this.st;
+    const fresh = this.kv.read(slot, st);
+    let prefillWork = this.doneWork(slot, now) - d.gpuFirstDone;
+    // Other gateways' prefills rode in these steps too, and only the replica counts them: its scraped prefill
+    // tokens over (about) the same span, at our work per token. Left out, each of four gateways learned a step
+    // inflated by three quarters of the prefill, saw TPOT past its target and shed a quarter of a load that
+    // one gateway serves whole (native-bench/sim/README.md, "Several gateways").
+    const scraped = fresh ? st.prefillTokensTotal - d.gpuFirstScraped : Number.NaN;
+    if (scraped > 0 && scraped * pool.workPerToken > prefillWork) prefillWork = scraped * pool.workPerToken;
+    const prefillMs = prefillWork / rate;
     const spanMs = now - d.gpuFirstAtMs;
     if (prefillMs > MAX_SAMPLE_PREFILL_SHARE * spanMs) return;
     const stepMs = (spanMs - prefillMs) / (outputTokens - 1);
-    const st = this.st;
-    const fresh = this.kv.read(slot, st);
     const lr = this.fleet.ledger.get(slot, LEDGER_RUNNING);
     // The ledger has already let this request go (the last scrape may not have): count it once.
     const batchEnd = fresh && st.running > lr + 1 ? st.running : lr + 1;

@@ -26,6 +26,11 @@ export class KvState {
   waiting = 0;
   /** Requests this gateway has in flight there (connections held). */
   inflight = 0;
+  /**
+   * Prompt tokens the replica has scheduled for prefill, every gateway's, cumulative: its prefix-cache
+   * queries less hits (vLLM counts both in tokens when it schedules a new request). NaN when not reported.
+   */
+  prefillTokensTotal = Number.NaN;
   /** Age of the row, ms (Infinity when never scraped). */
   ageMs = Number.POSITIVE_INFINITY;
 }
@@ -58,6 +63,7 @@ export class KvEstimator {
       out.usedBlocks = reserved;
       out.running = 0;
       out.waiting = 0;
+      out.prefillTokensTotal = Number.NaN;
       out.ageMs = Number.POSITIVE_INFINITY;
       return false;
     }
@@ -75,6 +81,7 @@ export class KvEstimator {
     out.blockSize = Number.isNaN(row.blockSize) ? 16 : row.blockSize;
     out.running = row.running;
     out.waiting = row.waiting;
+    out.prefillTokensTotal = row.prefixQueriesTotal > 0 ? row.prefixQueriesTotal - row.prefixHitsTotal : Number.NaN;
     const scraped = Number.isNaN(row.kvUsage) || Number.isNaN(row.numGpuBlocks) ? 0 : row.kvUsage * row.numGpuBlocks;
     const corrected = scraped + (since > 0 ? since : 0);
     out.usedBlocks = corrected > reserved ? corrected : reserved;

@@ -91,6 +91,8 @@ export class Decision {
   gpuFirstBatch = 0;
   gpuFirstKv = 0;
   gpuFirstDone = 0;
+  /** At its first token: the replica's scraped prefill tokens, every gateway's (KvState.prefillTokensTotal). */
+  gpuFirstScraped = Number.NaN;
   /** Its record in the model's per-stream slack registry (stream-slack.ts); -1 none. */
   gpuStream = -1;
 
@@ -115,6 +117,7 @@ export class Decision {
     this.gpuFirstBatch = 0;
     this.gpuFirstKv = 0;
     this.gpuFirstDone = 0;
+    this.gpuFirstScraped = Number.NaN;
     this.gpuStream = -1;
   }
 }
