@@ -28,6 +28,7 @@ import {
   MIN_RATE_SAMPLE_WORK, OWN_RHO_CAP, RHO_CAP, SHORT_PROMPT_TOKENS, STREAM_TPOT_MARGIN,
 } from './model-parameters.ts';
 import { StepPhase } from './step-phase.ts';
+import { ArrivingPrefill } from './arriving-prefill.ts';
 import { SlackQuery, StreamSlack } from './stream-slack.ts';
 
 /** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
@@ -65,9 +66,8 @@ export class GpuTimeModel {
   private readonly backlog: Float64Array;
   private readonly backlogAt: Float64Array;
   private readonly drainPerMs: Float64Array;
-  /** Prefill work arriving: a sum decaying with ARRIVAL_WINDOW_MS, and when it was last decayed. */
-  private readonly arrivals: Float64Array;
-  private readonly arrivalsAt: Float64Array;
+  /** Prefill work arriving per slot (ρ): ours, and other gateways' from the scrape. */
+  private readonly arriving: ArrivingPrefill;
   /** Cumulative work dispatched per slot; less the fluid backlog, the work prefilled so far (doneWork). */
   private readonly dispatchedWork: Float64Array;
   /** This model's raw prefill tokens in flight before their first token (the ledger's share that is ours). */
@@ -86,8 +86,7 @@ export class GpuTimeModel {
     this.backlog = new Float64Array(slots);
     this.backlogAt = new Float64Array(slots);
     this.drainPerMs = new Float64Array(slots);
-    this.arrivals = new Float64Array(slots);
-    this.arrivalsAt = new Float64Array(slots);
+    this.arriving = new ArrivingPrefill(slots);
     this.dispatchedWork = new Float64Array(slots);
     this.ownPrefill = new Float64Array(slots);
     this.ownPrefillWork = new Float64Array(slots);
@@ -143,6 +142,8 @@ export class GpuTimeModel {
     const st = this.st;
     const now = fleet.nowMs();
     const fresh = this.kv.read(slot, st);
+    const foreign = this.arriving.foreign(slot, st);
+    if (foreign > 0) this.arriving.add(slot, now, foreign * pool.workPerToken);
     const bs = fig.blockSize;
     const ledgerRunning = ledger.get(slot, LEDGER_RUNNING);
     const inflight = ledger.get(slot, LEDGER_INFLIGHT);
@@ -180,7 +181,7 @@ export class GpuTimeModel {
     // The scrape's running count includes our requests still prefilling (joining): beyond them, something decodes.
     out.seenWhole = !unseen && batch <= (joining > 0 ? joining : 0);
     const windowCap = OWN_RHO_CAP * rate * ARRIVAL_WINDOW_MS;
-    out.rhoArriving = this.arrivalsNow(slot, now) / (rate * ARRIVAL_WINDOW_MS);
+    out.rhoArriving = this.arriving.now(slot, now) / (rate * ARRIVAL_WINDOW_MS);
     out.rhoOwn = (own < windowCap ? own : windowCap) / (rate * ARRIVAL_WINDOW_MS);
     out.fresh = fresh;
     out.batch = batch;
@@ -256,20 +257,16 @@ export class GpuTimeModel {
     const pool = this.pools.get(req.poolId);
     if (pool === undefined) return;
     const now = this.fleet.nowMs();
-    let own = d.gpuOwnWork;
-    if (!(own > 0)) {
-      const bs = pool.fig.blockSize;
-      const cached = d.cachedBlocks * bs < req.promptTokens ? d.cachedBlocks * bs : 0;
-      own = d.gpuOwnWork = pool.fig.work(cached, req.promptTokens);
-    }
+    const uncached = uncachedOf(req, d, pool.fig.blockSize);
+    // The prediction's own work; for a policy that predicts nothing, its uncached part's (all of it when cached whole).
+    if (!(d.gpuOwnWork > 0)) d.gpuOwnWork = pool.fig.work(uncached > 0 ? req.promptTokens - uncached : 0, req.promptTokens);
+    const own = d.gpuOwnWork;
     this.advance(slot, now);
     this.backlog[slot]! += own;
-    this.arrivals[slot] = this.arrivalsNow(slot, now) + own;
-    this.arrivalsAt[slot] = now;
     this.dispatchedWork[slot]! += own;
     d.gpuWorkMark = this.dispatchedWork[slot]!;
     d.gpuStream = this.streams.add(slot, req.maxTokens, d.gpuWorkMark);
-    const uncached = uncachedOf(req, d, pool.fig.blockSize);
+    this.arriving.dispatched(slot, now, own, uncached);
     this.ownPrefill[slot]! += uncached;
     this.ownPrefillWork[slot]! += own;
     if (uncached > 0) pool.workPerToken += MEAN_PROMPT_ALPHA * (own / uncached - pool.workPerToken);
@@ -328,6 +325,7 @@ export class GpuTimeModel {
     if (!d.gpuPrefilled) {
       // Ended before its first token: its prefill is no longer ours.
       this.release(slot, req, d, fig.blockSize);
+      this.arriving.unsent(slot, uncachedOf(req, d, fig.blockSize));
       return;
     }
     if (Number.isNaN(d.gpuFirstAtMs)) return;
@@ -360,7 +358,7 @@ export class GpuTimeModel {
     this.kv.reset(slot);
     this.streams.reset(slot);
     this.backlog[slot] = 0;
-    this.arrivals[slot] = 0;
+    this.arriving.reset(slot);
     this.ownPrefill[slot] = 0;
     this.ownPrefillWork[slot] = 0;
     this.phase.reset(slot);
@@ -394,12 +392,6 @@ export class GpuTimeModel {
     return this.dispatchedWork[slot]! - this.advance(slot, now);
   }
 
-  private arrivalsNow(slot: number, now: number): number {
-    const a = this.arrivals[slot]!;
-    if (a === 0) return 0;
-    const dt = now - this.arrivalsAt[slot]!;
-    return dt > 0 ? a * Math.exp(-dt / ARRIVAL_WINDOW_MS) : a;
-  }
 }
 
 function uncachedOf(req: RouteRequest, d: Decision, bs: number): number {

@@ -31,6 +31,8 @@ export class KvState {
    * queries less hits (vLLM counts both in tokens when it schedules a new request). NaN when not reported.
    */
   prefillTokensTotal = Number.NaN;
+  /** When the row's scrape was taken (the fleet clock's ms; 0 when never). */
+  scrapeMs = 0;
   /** Age of the row, ms (Infinity when never scraped). */
   ageMs = Number.POSITIVE_INFINITY;
 }
@@ -64,6 +66,7 @@ export class KvEstimator {
       out.running = 0;
       out.waiting = 0;
       out.prefillTokensTotal = Number.NaN;
+      out.scrapeMs = 0;
       out.ageMs = Number.POSITIVE_INFINITY;
       return false;
     }
@@ -75,6 +78,7 @@ export class KvEstimator {
       this.dispatchedAtStamp[slot] = dispatched;
     }
     const since = (dispatched - this.dispatchedAtStamp[slot]!) | 0;
+    out.scrapeMs = row.lastGoodScrapeMs;
     out.ageMs = fleet.nowMs() - row.lastGoodScrapeMs;
     out.fresh = out.ageMs <= this.staleMs;
     out.totalBlocks = row.numGpuBlocks;

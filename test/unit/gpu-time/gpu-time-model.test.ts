@@ -324,3 +324,71 @@ void test('the step in progress: with prefill queued its length is unknown: half
   const ownStep = own.stepsMs / Math.ceil(own.workAhead / (2048 - 2));
   assert.ok(Math.abs(own.residualMs - ownStep) < 1e-9, `only ours there: a whole decode step left just after a token, got ${own.residualMs}`);
 });
+
+void test('decode samples subtract other gateways\' prefill, which only the replica\'s prefix-cache counters show', () => {
+  // Our short streams on replica a, while another gateway's prompts (8,000 uncached tokens per stream of ours)
+  // ride in their steps. Our ledger and fluid know none of it; the scrape's prefix-cache queries less hits do.
+  const learn = (counters: boolean): number => {
+    const fleet = new FixtureFleet(['a']);
+    fleet.rows[0]!.numGpuBlocks = 30_000;
+    const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+    const foreign = 8000;
+    let queries = 1;
+    let hits = 0;
+    const scrape = (running: number): void => {
+      Object.assign(fleet.rows[0]!, { running, kvUsage: 0, lastGoodScrapeMs: fleet.now, ...(counters ? { prefixQueriesTotal: queries, prefixHitsTotal: hits } : {}) });
+    };
+    for (let i = 0; i < 40; i++) {
+      scrape(0);
+      const short = request(hashes(31, 7000 + i), { promptTokens: 500 });
+      const p = model.predict(short, 0, 0, new GpuPrediction());
+      const d = new Decision();
+      d.slot = 0;
+      d.gpuTtftMs = p.ttftMs;
+      d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
+      d.gpuWorkAhead = p.workAhead;
+      d.gpuOwnWork = p.ownWork;
+      const e = fleet.ledger.dispatch(0, 500, 100, 16);
+      model.dispatched(0, short, d);
+      const ttft = step(1, 0) + work(0, 500) / 12;
+      fleet.now += ttft;
+      queries += 500;
+      scrape(1);
+      fleet.ledger.firstToken(e);
+      model.firstToken(0, short, d, ttft, true);
+      // 99 gaps at batch 1-2, and the other gateway's 8,000 tokens (plus 24,000 it found cached) in them.
+      fleet.now += 99 * step(1.5, 0) + work(0, foreign) / 12;
+      queries += foreign + 24_000;
+      hits += 24_000;
+      scrape(2);
+      fleet.ledger.tokens(e, 100);
+      fleet.ledger.end(e);
+      model.ended(0, short, d, 100);
+      fleet.now += 1000;
+    }
+    return model.decode.stepMs(0, model.figures('8b')!, 1.5, 0);
+  };
+  const truth = step(1.5, 0);
+  const withCounters = learn(true);
+  assert.ok(Math.abs(withCounters - truth) < 0.1 * truth, `learned step ${withCounters} against ${truth}`);
+  // Without the counters the other gateway's prefill reads as a slower step: ~6.8 ms more per gap.
+  const without = learn(false);
+  assert.ok(without > 1.4 * truth, `without the counters: ${without} against ${truth}`);
+});
+
+void test('other gateways\' prefill arriving at a replica, read from its scraped counters, raises the predicted TPOT there', () => {
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
+  const req = request(hashes(31, 1), { promptTokens: 500 });
+  const row = fleet.rows[0]!;
+  Object.assign(row, { running: 20, lastGoodScrapeMs: fleet.now, prefixQueriesTotal: 100_000, prefixHitsTotal: 60_000 });
+  const before = model.predict(req, 0, 0, new GpuPrediction());
+  assert.equal(before.rhoArriving, 0, 'nothing of ours sent there');
+  // One second later the replica has scheduled 30,000 more tokens, 20,000 of them uncached: not ours.
+  fleet.now += 1000;
+  Object.assign(row, { lastGoodScrapeMs: fleet.now, prefixQueriesTotal: 130_000, prefixHitsTotal: 70_000 });
+  const after = model.predict(req, 0, 0, new GpuPrediction());
+  // The fixture's 8B figures: 12 equivalent tokens per ms, 8 s window.
+  assert.ok(Math.abs(after.rhoArriving - 20_000 / (12 * ARRIVAL_WINDOW_MS)) < 1e-9, `ρ ${after.rhoArriving}`);
+  assert.ok(after.tpotMs > before.tpotMs * 1.2, `TPOT ${before.tpotMs} → ${after.tpotMs}`);
+});

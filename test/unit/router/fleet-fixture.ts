@@ -6,7 +6,11 @@ import { configSchema, type GatewayConfig } from '../../../src/config/schema.ts'
 import type { FleetView, RouteRequest } from '../../../src/router/types.ts';
 import { syntheticBlockHash } from '../../helpers/synthetic-hashes.ts';
 
-export interface RowSpec { kvUsage: number; numGpuBlocks: number; running: number; waiting: number; lastGoodScrapeMs: number }
+export interface RowSpec {
+  kvUsage: number; numGpuBlocks: number; running: number; waiting: number; lastGoodScrapeMs: number;
+  /** vllm:prefix_cache_queries_total / _hits_total (tokens); 0 = not reported. */
+  prefixQueriesTotal?: number; prefixHitsTotal?: number;
+}
 
 export class FixtureFleet implements FleetView {
   readonly ledger: InflightLedger;
@@ -38,6 +42,8 @@ export class FixtureFleet implements FleetView {
     out.blockSize = 16;
     out.running = r.running;
     out.waiting = r.waiting;
+    out.prefixQueriesTotal = r.prefixQueriesTotal ?? 0;
+    out.prefixHitsTotal = r.prefixHitsTotal ?? 0;
     return true;
   }
   prefixAffinityOff(slot: number): boolean { return this.affinityOff.has(slot); }
