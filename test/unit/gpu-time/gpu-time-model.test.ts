@@ -25,8 +25,8 @@ function prng(seed: number): () => number {
   };
 }
 
-function dispatch(model: GpuTimeModel, fleet: FixtureFleet, slot: number, promptTokens: number): Decision {
-  const req = request(hashes(Math.floor(promptTokens / 16), slot * 1000 + promptTokens), { promptTokens });
+/** Predicts `req` on `slot`, records the prediction in its decision as admission does, and dispatches it there. */
+function send(model: GpuTimeModel, fleet: FixtureFleet, req: ReturnType<typeof request>, slot = 0): { d: Decision; e: ReturnType<FixtureFleet['ledger']['dispatch']> } {
   const p = model.predict(req, slot, 0, new GpuPrediction());
   const d = new Decision();
   d.slot = slot;
@@ -34,9 +34,13 @@ function dispatch(model: GpuTimeModel, fleet: FixtureFleet, slot: number, prompt
   d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
   d.gpuWorkAhead = p.workAhead;
   d.gpuOwnWork = p.ownWork;
-  fleet.ledger.dispatch(slot, promptTokens, 100, 16);
+  const e = fleet.ledger.dispatch(slot, req.promptTokens, 100, 16);
   model.dispatched(slot, req, d);
-  return d;
+  return { d, e };
+}
+
+function dispatch(model: GpuTimeModel, fleet: FixtureFleet, slot: number, promptTokens: number): Decision {
+  return send(model, fleet, request(hashes(Math.floor(promptTokens / 16), slot * 1000 + promptTokens), { promptTokens }), slot).d;
 }
 
 void test('hand-worked: an idle replica, then three requests queued ahead', () => {
@@ -215,30 +219,18 @@ void test('decode samples subtract the prefill under way: streams inside a 100k-
   fleet.rows[0]!.numGpuBlocks = 30_000;
   const model = new GpuTimeModel(fixtureConfig(['a']).pools, fleet, 5000);
   const fig = model.figures('8b')!;
-  const send = (req: ReturnType<typeof request>): { d: Decision; e: ReturnType<typeof fleet.ledger.dispatch> } => {
-    const p = model.predict(req, 0, 0, new GpuPrediction());
-    const d = new Decision();
-    d.slot = 0;
-    d.gpuTtftMs = p.ttftMs;
-    d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
-    d.gpuWorkAhead = p.workAhead;
-    d.gpuOwnWork = p.ownWork;
-    const e = fleet.ledger.dispatch(0, req.promptTokens, 100, 16);
-    model.dispatched(0, req, d);
-    return { d, e };
-  };
   for (let i = 0; i < 40; i++) {
     Object.assign(fleet.rows[0]!, { running: 0, kvUsage: 0, lastGoodScrapeMs: fleet.now });
     // A short stream starts, then a 100k-token prompt arrives behind it.
     const short = request(hashes(31, 7000 + i), { promptTokens: 500 });
-    const s = send(short);
+    const s = send(model, fleet, short);
     const shortTtft = step(1, 0) + work(0, 500) / 12;
     fleet.now += shortTtft;
     fleet.ledger.firstToken(s.e);
     model.firstToken(0, short, s.d, shortTtft, true);
     Object.assign(fleet.rows[0]!, { running: 1, lastGoodScrapeMs: fleet.now });
     const long = request(hashes(6250, 9000 + i), { promptTokens: 100_000 });
-    const l = send(long);
+    const l = send(model, fleet, long);
     // Every step of the short stream now carries a 2,047-token chunk of the long prompt (~170 ms each); its
     // 100 tokens end long before the long prompt's first token (~24 s of prefill).
     const during = 99 * (step(2, 0) + 2047 / 12);
@@ -341,15 +333,7 @@ void test('decode samples subtract other gateways\' prefill, which only the repl
     for (let i = 0; i < 40; i++) {
       scrape(0);
       const short = request(hashes(31, 7000 + i), { promptTokens: 500 });
-      const p = model.predict(short, 0, 0, new GpuPrediction());
-      const d = new Decision();
-      d.slot = 0;
-      d.gpuTtftMs = p.ttftMs;
-      d.gpuStepsMs = p.stepsMs + p.residualMs + p.adapterMs;
-      d.gpuWorkAhead = p.workAhead;
-      d.gpuOwnWork = p.ownWork;
-      const e = fleet.ledger.dispatch(0, 500, 100, 16);
-      model.dispatched(0, short, d);
+      const { d, e } = send(model, fleet, short);
       const ttft = step(1, 0) + work(0, 500) / 12;
       fleet.now += ttft;
       queries += 500;
