@@ -22,7 +22,7 @@ export const MIN_DECODE_SAMPLE_TOKENS = 8;
  * with). At a share of 0.5 a 10 % error in the prefill estimate is a 10 % error in the step.
  */
 export const MAX_SAMPLE_PREFILL_SHARE = 0.5;
-/** Mean prompt length (for waiting requests this gateway did not send): EWMA weight per dispatch. */
+/** Per-pool means of what this gateway dispatches (prefill work per request, and per uncached token): EWMA weight per dispatch. */
 export const MEAN_PROMPT_ALPHA = 0.05;
 /** Each stream is held to this share of the TPOT target in the per-stream slack (the step's jitter, the model's error). */
 export const STREAM_TPOT_MARGIN = 0.9;
