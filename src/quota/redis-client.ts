@@ -108,6 +108,9 @@ export type RedisArg = string | number;
 /** Runs one registered Lua script: EVALSHA, with EVAL on the first use per connection and on NOSCRIPT. */
 export type ScriptRunner = (keys: readonly string[], args: readonly RedisArg[]) => Promise<unknown>;
 
+/** Clients closeRedisClient was called on: the script runner sends nothing more through them. */
+const closing = new WeakSet<RedisClient>();
+
 /**
  * Registers `lua` under `name` with defineCommand (ioredis sends EVAL once per connection, EVALSHA after,
  * and falls back to EVAL on NOSCRIPT, e.g. after SCRIPT FLUSH) and returns a typed runner for it.
@@ -163,9 +166,6 @@ export function writeCoalescer(client: RedisClient): () => void {
 export function isRedisReady(client: RedisClient): boolean {
   return client.status === 'ready';
 }
-
-/** Clients closeRedisClient was called on: the script runner sends nothing more through them. */
-const closing = new WeakSet<RedisClient>();
 
 /**
  * Closes the client: QUIT when connected (bounded by the command timeout), else drops the socket. A Cluster also

@@ -36,3 +36,8 @@ export const W_RECENCY = 24;
 export const WAY_I32 = 32;
 export const BUCKET_I32 = B_WAYS + WAYS * WAY_I32; // 272 words = 1,088 bytes
 export const TAG_VALID = 0x8000;
+
+/** First bucket word: after the header and the per-slot words, rounded up to a 64-byte boundary. */
+export function bucketBaseOf(slots: number): number {
+  return Math.ceil((HEADER_I32 + 2 * slots) / 16) * 16;
+}

@@ -18,7 +18,7 @@
 // holders: prefix-index-layout.ts.
 
 import {
-  B_LO, B_TAG16, B_VERSION, B_WAYS, BUCKET_I32, H_BUCKETS, H_ENTRIES, H_EVICTIONS, H_MAGIC, H_SLOTS, H_TICK, HEADER_I32,
+  B_LO, B_TAG16, B_VERSION, B_WAYS, BUCKET_I32, bucketBaseOf, H_BUCKETS, H_ENTRIES, H_EVICTIONS, H_MAGIC, H_SLOTS, H_TICK, HEADER_I32,
   HOLDERS, MAGIC, TAG_VALID, W_HOLDERS, W_RECENCY, W_STAMPS, WAY_I32, WAYS,
 } from './prefix-index-layout.ts';
 
@@ -222,7 +222,10 @@ export class PrefixIndex {
       const wb = base + B_WAYS + way * WAY_I32;
       const hp = (wb + W_HOLDERS) * 2;
       const st = wb + W_STAMPS;
-      for (let j = 0; j < HOLDERS; j++) { hs[j] = u16[hp + j]!; ht[j] = u32[st + j]!; }
+      for (let j = 0; j < HOLDERS; j++) {
+        hs[j] = u16[hp + j]!;
+        ht[j] = u32[st + j]!;
+      }
       if (Atomics.load(i32, base + B_VERSION) === v1) return;
       hs.fill(0);
     }
@@ -387,11 +390,6 @@ export class PrefixIndex {
   purgeSlot(slot: number): void {
     Atomics.add(this.i32, this.counterBase + slot, PURGE_JUMP);
   }
-}
-
-/** First bucket word: after the header and the per-slot words, rounded up to a 64-byte boundary. */
-function bucketBaseOf(slots: number): number {
-  return Math.ceil((HEADER_I32 + 2 * slots) / 16) * 16;
 }
 
 function clampCapacity(blocks: number): number {
