@@ -122,7 +122,9 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       async usage() {
         await gateway.services.usage.flush();
         if (!existsSync(usagePath)) return [];
-        return readFileSync(usagePath, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord);
+        // Complete lines only: a record finishing meanwhile (a later request's) may be half written when read.
+        const text = readFileSync(usagePath, 'utf8');
+        return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRecord);
       },
       async close() {
         await gateway.close(1000);
