@@ -1,7 +1,8 @@
 // `npm test`: finds or starts the services the suite needs (scripts/test-services.ts), runs the static checks
 // while the Redis Cluster forms and then beside the unit and integration files (node's test runner), and stops
-// what it started. The SERIAL integration files run first, one at a time, with BESIDE_SERIAL next to them; then
-// every other file in parallel (test/README.md says why each is where it is).
+// what it started. The SERIAL integration files run first, one at a time, with BESIDE_SERIAL next to them and the
+// BESIDE_SERIAL_NICED unit files at low priority; then every other file in parallel (test/README.md says why each
+// is where it is).
 //   node --import tsx scripts/test.ts                 everything (what `npm test` runs)
 //   node --import tsx scripts/test.ts PATH...         only the test files at these paths (files or folders; no
 //                                                     static checks), with the same services
@@ -51,6 +52,36 @@ export const SERIAL = new Set([
 export const BESIDE_SERIAL = new Set([
   'test/integration/quota/redis-cluster.test.ts',
 ]);
+
+/**
+ * Unit files that are CPU and nothing else (tokenizers checked against their references, simulator runs in
+ * virtual time: no socket, no timer, no wall-clock window) and long (4-30 s of CPU each, ~75 s together). They
+ * run beside the serial group at the static checks' low priority, two at a time, taking the core it leaves idle
+ * rather than a share of the pool's two busy ones; the pool starts when both are done. A file with a real-time
+ * assertion must not go here: at low priority next to a serial file that loads both cores, it waits.
+ */
+export const BESIDE_SERIAL_NICED = new Set([
+  'test/unit/tokenize/model-tokenizers.test.ts',
+  'test/unit/sim/kv-events.test.ts',
+  'test/unit/tokenize/jinja-template.test.ts',
+  'test/unit/sim/sweep.test.ts',
+  'test/unit/tokenize/model-prompt-cache.test.ts',
+  'test/unit/load/seed-mix-requests.test.ts',
+]);
+
+/**
+ * The pool's longest files (15-70 s each from start to end on two busy cores: real model vocabularies in
+ * several threads and child processes, child gateways, slow clients), started before the rest so that the
+ * pool does not end on one of them running alone: the longest-first rule of scheduling on a few cores. A file
+ * missing from this list only starts in its usual place.
+ */
+export const POOL_FIRST = [
+  'test/integration/gateway/any-model-tokenizer.test.ts',
+  'test/integration/gateway/cancel-while-tokenizing.test.ts',
+  'test/integration/faults/slowloris.test.ts',
+  'test/integration/gateway/front-door.test.ts',
+  'test/integration/mock-replica/processes.test.ts',
+];
 
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY ?? 4);
 const FROM_SOURCES = process.env.TEST_FROM_SOURCES === '1';
@@ -189,18 +220,22 @@ async function main(): Promise<number> {
       throw err;
     });
 
-    const unit = only.length > 0 ? only.filter((f) => f.startsWith('test/unit/')) : testFiles('test/unit');
+    const allUnit = only.length > 0 ? only.filter((f) => f.startsWith('test/unit/')) : testFiles('test/unit');
+    const unit = allUnit.filter((f) => !BESIDE_SERIAL_NICED.has(f));
+    const niced = allUnit.filter((f) => BESIDE_SERIAL_NICED.has(f));
     const integration = only.length > 0 ? only.filter((f) => !f.startsWith('test/unit/')) : testFiles('test/integration');
     const parallel = integration.filter((f) => !SERIAL.has(f) && !BESIDE_SERIAL.has(f));
     const serial = integration.filter((f) => SERIAL.has(f));
     const beside = integration.filter((f) => BESIDE_SERIAL.has(f));
     // Unit files and the parallel integration files share one pool: no phase waits for another's slowest file.
-    // The integration files, which take longest, start first, so the pool does not end on one of them alone.
-    const pooled = [...parallel, ...unit];
-    const phase = async (name: string, files: string[], width: number): Promise<void> => {
+    // The longest files start first (POOL_FIRST), then the integration files, which take longer than most unit
+    // files, so the pool does not end on one of them alone.
+    const rest = [...parallel, ...unit];
+    const pooled = [...POOL_FIRST.filter((f) => rest.includes(f)), ...rest.filter((f) => !POOL_FIRST.includes(f))];
+    const phase = async (name: string, files: string[], width: number, lowPriority = false): Promise<void> => {
       if (files.length === 0) return;
       const timesFile = join(TIMES_DIR, `${name.replace(/\W+/g, '-')}.jsonl`);
-      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile, built), env));
+      results.push(await run(name, process.execPath, nodeTest(files, width, timesFile, built), env, lowPriority));
       slow.push(`${name}:`, ...slowest(timesFile, 12, built));
     };
     const staticDone = staticChecks.then((r) => {
@@ -213,6 +248,7 @@ async function main(): Promise<number> {
     await Promise.all([
       phase(`serial integration (${serial.length} files, one at a time)`, serial, 1),
       phase(`beside the serial group (${beside.length} file${beside.length === 1 ? '' : 's'})`, beside, 1),
+      phase(`unit files beside the serial group (${niced.length} files, 2 at once, low priority)`, niced, 2, true),
     ]);
     await phase(`unit + parallel integration (${pooled.length} files, ${CONCURRENCY} at once)`, pooled, CONCURRENCY);
     await staticDone;

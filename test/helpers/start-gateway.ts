@@ -92,9 +92,6 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 2000 },
       upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3 },
       registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 2 },
-      // 65,536 entries (8.5 MiB) hold every block a test sends; the default million (136 MiB) is faulted in at
-      // startup (src/util/prefault.ts), ~0.35 s of CPU per stack the suite does not need.
-      routing: { prefix_index_entries: 65_536 },
       pools: poolCfgs,
       tenants: [
         { name: 'alpha', api_keys: [{ sha256: sha(ALPHA_KEY) }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 },
@@ -103,6 +100,10 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       usage: { sinks: [`jsonl:${usagePath}`] },
       expose_route_header: true,
       ...opts.config,
+      // 65,536 entries (8.5 and 3 MiB) hold every block a test sends; the defaults' million (136 and 48 MiB) are
+      // faulted in at startup (src/util/prefault.ts), ~0.5 s of CPU per stack the suite does not need. Merged into
+      // a test's own routing section, which would otherwise replace them.
+      routing: { prefix_index_entries: 65_536, kv_events_entries: 65_536, ...(opts.config?.routing as Record<string, unknown> | undefined) },
     };
     const cfg = parseConfig(raw);
     const gateway = await startGateway(cfg, { logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });

@@ -1,5 +1,6 @@
 import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import reference from 'llama3-tokenizer-js';
 import { getTokenizer } from '../../../src/tokenize/tokenizer.ts';
 import { tokenizerKind } from '../../../src/tokenize/model-tokenizer.ts';
@@ -28,6 +29,12 @@ const modelSpecials: Record<ModelName, string[]> = {
   llama3_1: ['<|begin_of_text|>', '<|eot_id|>', '<|start_header_id|>', '<|python_tag|>', '<|eot_i'],
 };
 
+// The chat prompts the template fixtures render (Python's Jinja2, golden.json): jinja-template.test.ts holds our
+// segment-by-segment ids to our whole-text ids on them, this file the whole-text ids to the reference's.
+const fixtures = new URL('../../fixtures/tokenizer/templates/', import.meta.url);
+const cases = JSON.parse(readFileSync(new URL('cases.json', fixtures), 'utf8')) as Array<{ name: string; model: ModelName }>;
+const golden = JSON.parse(readFileSync(new URL('golden.json', fixtures), 'utf8')) as Record<string, { text?: string }>;
+
 before(() => loadReferenceTokenizers(...MODEL_NAMES));
 
 for (const name of MODEL_NAMES) {
@@ -40,6 +47,9 @@ for (const name of MODEL_NAMES) {
     };
     for (const { name: label, text } of corpus) check(text, label);
     for (const text of extra) check(text, 'extra');
+    const rendered = cases.filter((c) => c.model === name && golden[c.name]?.text !== undefined);
+    assert.ok(rendered.length > 0, `${name}: rendered chat prompts in the fixtures`);
+    for (const c of rendered) check(golden[c.name]!.text!, `rendered chat: ${c.name}`);
     const random = seededRandom(0x5eed + name.length);
     const specials = modelSpecials[name];
     for (let i = 0; i < 300; i++) {
