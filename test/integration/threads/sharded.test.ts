@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { startStack, waitFor, ALPHA_KEY, type TestStack } from '../../helpers/start-gateway.ts';
@@ -115,6 +116,8 @@ test('gateway_client_connections counts the idle connections held by both thread
 async function heldBurst(key: string, n: number, admitted: number, code: string, body: Record<string, unknown>): Promise<void> {
   for (const r of stack.replicas.values()) await setFault(r.url, { mode: 'hang' });
   const hangUp = new AbortController();
+  // one listener per request of the burst on this one signal: not a leak, so no MaxListenersExceededWarning
+  setMaxListeners(n, hangUp.signal);
   const ledger = stack.gateway.registry.ledger;
   const atReplicas = (): number => {
     let sum = 0;
