@@ -88,3 +88,26 @@ export async function bisectCapacity(passes: (rate: number) => Promise<boolean>,
   }
   return { lo, hi, tried };
 }
+
+/** What goodputPeaks reads of a run. */
+export interface GoodputSample {
+  goodput_rps: number;
+  slo_attainment: number;
+}
+
+/**
+ * A bisection's peak goodput, from the runs that met the attainment target (at or under SLO capacity), and
+ * the best goodput of any of its runs (0 when none). Past capacity admission keeps the requests that fit,
+ * the cheaper ones on a mix of prompt lengths, so goodput in requests/s there keeps rising with the load and
+ * says more about the mix kept than about the fleet; how far past capacity the bisection probes depends on
+ * where it starts (the pool's computed capacity: four times the SLO capacity on Azure's code trace).
+ */
+export function goodputPeaks(runs: readonly GoodputSample[], target: number): { peak: number; bestProbe: number } {
+  let peak = 0;
+  let bestProbe = 0;
+  for (const r of runs) {
+    if (r.goodput_rps > bestProbe) bestProbe = r.goodput_rps;
+    if (r.slo_attainment >= target && r.goodput_rps > peak) peak = r.goodput_rps;
+  }
+  return { peak, bestProbe };
+}

@@ -11,7 +11,7 @@ import { UsageError } from './args.ts';
 import type { PoolCapacity } from './capacity.ts';
 import type { SimPool } from './fleet.ts';
 import { simPolicyNames } from './policies.ts';
-import { bisectCapacity } from './race-stats.ts';
+import { bisectCapacity, goodputPeaks } from './race-stats.ts';
 import { RunPool } from './run-pool.ts';
 import type { AdmissionMode, PrefixIndexMode, RunOutput, RunSpec } from './run-types.ts';
 import { checkPolicies, planPools } from './sweep.ts';
@@ -70,8 +70,10 @@ export interface Chain {
   capacityRps: number;
   /** The bisection never failed (the rate is a lower bound). */
   openAbove: boolean;
-  /** The best goodput of any of the chain's runs. */
+  /** The best goodput of the chain's runs that met the attainment target (goodputPeaks in race-stats.ts says why). */
   peakGoodputRps: number;
+  /** The best goodput of any of the chain's runs, past capacity included. */
+  bestProbeGoodputRps: number;
 }
 
 export interface OverloadRun {
@@ -80,6 +82,7 @@ export interface OverloadRun {
   rps: number | null;
   out: RunOutput;
   peakGoodputRps: number;
+  bestProbeGoodputRps: number;
 }
 
 export interface RaceResult {
@@ -174,8 +177,8 @@ export class RaceRunner {
     // rate the compressed trace offered in the measured window (the same requests for every policy).
     const lo = r.lo === null ? null : byRate.get(r.lo)!.json;
     const capacityRps = lo === null ? 0 : lo.load !== null ? lo.load * p.capacity.capacityRps : lo.offered_rps;
-    const peakGoodputRps = Math.max(0, ...runs.map((o) => o.json.goodput_rps));
-    return { contender: c, seed, runs, lo: r.lo, capacityRps, openAbove: r.hi === null, peakGoodputRps };
+    const { peak, bestProbe } = goodputPeaks(runs.map((o) => o.json), SLO_ATTAINMENT_TARGET);
+    return { contender: c, seed, runs, lo: r.lo, capacityRps, openAbove: r.hi === null, peakGoodputRps: peak, bestProbeGoodputRps: bestProbe };
   }
 
   private async overload(ch: Chain): Promise<OverloadRun[]> {
@@ -184,12 +187,12 @@ export class RaceRunner {
     if (ch.lo !== null) {
       for (const times of OVERLOAD_TIMES) {
         jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }), OVERLOAD_PRIORITY)
-          .then((out) => ({ seed: ch.seed, timesCapacity: times, rps: null, out, peakGoodputRps: ch.peakGoodputRps })));
+          .then((out) => ({ seed: ch.seed, timesCapacity: times, rps: null, out, peakGoodputRps: ch.peakGoodputRps, bestProbeGoodputRps: ch.bestProbeGoodputRps })));
       }
     }
     if (p.workload.kind === 'seed-mix') {
       jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }), OVERLOAD_PRIORITY)
-        .then((out) => ({ seed: ch.seed, timesCapacity: null, rps: SEED_MIX_OVERLOAD_RPS, out, peakGoodputRps: ch.peakGoodputRps })));
+        .then((out) => ({ seed: ch.seed, timesCapacity: null, rps: SEED_MIX_OVERLOAD_RPS, out, peakGoodputRps: ch.peakGoodputRps, bestProbeGoodputRps: ch.bestProbeGoodputRps })));
     }
     return Promise.all(jobs);
   }

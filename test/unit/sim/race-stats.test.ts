@@ -2,7 +2,7 @@
 // and the interval over seeds uses Student's t with n − 1 degrees of freedom; the overload rows aggregate seeds.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bisectCapacity, meanInterval, studentT975 } from '../../../native-bench/sim/race-stats.ts';
+import { bisectCapacity, goodputPeaks, meanInterval, studentT975 } from '../../../native-bench/sim/race-stats.ts';
 import { overloadRows } from '../../../native-bench/sim/race-report.ts';
 import type { OverloadRun } from '../../../native-bench/sim/race.ts';
 import type { RunOutput } from '../../../native-bench/sim/run-types.ts';
@@ -52,7 +52,7 @@ test('Student t: 3 seeds give 4.303 (2 dof); the interval is mean ± t·s/√n',
 
 test('overload rows: means of offered, goodput and admitted within SLO; the worst shed p99; seeds\' median prediction error', () => {
   const run = (seed: number, goodput: number, within: number, med: number | null, p90: number | null, shedP99: number): OverloadRun => ({
-    seed, timesCapacity: 2, rps: null, peakGoodputRps: 100,
+    seed, timesCapacity: 2, rps: null, peakGoodputRps: 100, bestProbeGoodputRps: 150 + seed,
     out: {
       json: {
         policy: 'kv-aware', admission: 'expediter', offered_rps: 200, goodput_rps: goodput, shed_answer_ms_p99: shedP99, preemptions: seed,
@@ -62,6 +62,8 @@ test('overload rows: means of offered, goodput and admitted within SLO; the wors
   });
   const [row] = overloadRows([run(1, 120, 0.99, 8, 30, 0.001), run(2, 130, 0.97, 12, 50, 0.004), run(3, 110, 1, 10, 40, 0)]);
   assert.equal(row!.goodput_rps, 120);
+  assert.equal(row!.peak_goodput_rps, 100);
+  assert.equal(row!.best_probe_goodput_rps, 152);
   assert.equal(row!.shed_answer_ms_p99, 0.004);
   assert.equal(row!.preemptions, 6);
   assert.equal(row!.admitted_within_slo, 0.9867);
@@ -69,4 +71,20 @@ test('overload rows: means of offered, goodput and admitted within SLO; the wors
   // A policy without predictions: no error figures, not zeros.
   const [none] = overloadRows([run(1, 120, 0.99, null, null, 0)]);
   assert.deepEqual(none!.ttft_prediction, { median_abs_error_pct: null, p90_abs_error_pct: null });
+});
+
+test('peak goodput: the best of the runs that met the attainment target; past capacity only as the best probe', () => {
+  // An Azure-like bisection: its first probe far past capacity serves the trace's cheap requests and reads
+  // the highest goodput; the runs at or under capacity peak lower.
+  const runs = [
+    { goodput_rps: 106.7, slo_attainment: 0.64 },
+    { goodput_rps: 38.9, slo_attainment: 0.95 },
+    { goodput_rps: 40.1, slo_attainment: 0.91 },
+    { goodput_rps: 41.3, slo_attainment: 0.89 },
+  ];
+  assert.deepEqual(goodputPeaks(runs, 0.9), { peak: 40.1, bestProbe: 106.7 });
+  // The target itself counts as met, as in the bisection.
+  assert.deepEqual(goodputPeaks([{ goodput_rps: 9, slo_attainment: 0.9 }], 0.9), { peak: 9, bestProbe: 9 });
+  // No run met it: no peak.
+  assert.deepEqual(goodputPeaks([{ goodput_rps: 5, slo_attainment: 0.5 }], 0.9), { peak: 0, bestProbe: 5 });
 });
