@@ -1,6 +1,7 @@
 // Source layout rules: no file under src/ over 400 lines (a file that grows past it is split by what it
 // holds), and every file named in eslint.config.js's per-file exceptions exists, so an exception cannot
-// outlive the file it was made for (or silently fail to apply to a renamed one).
+// outlive the file it was made for (or silently fail to apply to a renamed one); the same for the test files
+// scripts/test.ts puts in its groups.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -29,5 +30,14 @@ test('every file eslint.config.js names in a per-file rule exists', () => {
     .flatMap((m) => [...m[1]!.matchAll(/'([^']+)'/g)].map((q) => q[1]!))
     .filter((p) => !p.includes('*'));
   assert.ok(named.includes('src/server/uws.ts'), 'the scan found the per-file exceptions');
+  assert.deepEqual(named.filter((p) => !existsSync(join(ROOT, p))), []);
+});
+
+test('every test file scripts/test.ts names in a group (SERIAL, BESIDE_SERIAL, BESIDE_SERIAL_NICED, POOL_FIRST) exists', () => {
+  // A renamed file would drop out of its group without a word and run in the pool: a serial file beside others
+  // under load, a niced one at normal priority.
+  const runner = readFileSync(join(ROOT, 'scripts', 'test.ts'), 'utf8');
+  const named = [...runner.matchAll(/'(test\/[^']+\.test\.ts)'/g)].map((m) => m[1]!);
+  assert.ok(named.includes('test/integration/gateway/backpressure.test.ts') && named.includes('test/unit/sim/kv-events.test.ts'), 'the scan found the groups');
   assert.deepEqual(named.filter((p) => !existsSync(join(ROOT, p))), []);
 });
