@@ -27,7 +27,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../../src/config/load.ts';
@@ -184,7 +184,8 @@ const overloadDemo: BenchScenario = async (argv) => {
   const agent = pooled && !raw ? new Agent({ keepAlive: true, maxSockets: nStreams }) : false;
   let sockets: Socket[] = [];
   const logDir = mkdtempSync(join(tmpdir(), 'overload-demo-'));
-  const configPath = await demoConfigOnFreePorts(join(repoRoot, values.config), logDir);
+  // A relative --config is the repository's (config/demo.yaml), an absolute one taken as it is.
+  const configPath = await demoConfigOnFreePorts(resolve(repoRoot, values.config), logDir);
   const cfg = loadConfigFile(configPath, {});
   const pool = cfg.pools.find((p) => p.id === POOL);
   if (pool === undefined) throw new Error(`${values.config} has no pool ${POOL}`);
