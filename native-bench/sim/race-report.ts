@@ -65,8 +65,9 @@ function medianOf(xs: ReadonlyArray<number | null>): number | null {
 
 /**
  * One row per overload point, over seeds: offered, goodput, peak goodput (the best goodput of that seed's
- * bisection runs that met the attainment target) and the best of any of its bisection runs are means; the shed answer p99 is the worst seed's; preemptions are the seeds' total; the
- * share of admitted requests within their SLO a mean, the TTFT prediction errors medians over seeds.
+ * bisection runs that met the attainment target) and the best of any of its bisection runs are means; the
+ * shed answer p99 is the worst seed's; preemptions are the seeds' total; the share of admitted requests within
+ * their SLO a mean, the TTFT prediction errors medians over seeds.
  */
 export function overloadRows(overload: readonly OverloadRun[]): OverloadRow[] {
   const keys: Array<{ times: number | null; rps: number | null }> = [];

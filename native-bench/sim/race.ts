@@ -184,15 +184,15 @@ export class RaceRunner {
   private async overload(ch: Chain): Promise<OverloadRun[]> {
     const p = this.plan;
     const jobs: Array<Promise<OverloadRun>> = [];
+    const of = (timesCapacity: number | null, rps: number | null) => (out: RunOutput): OverloadRun =>
+      ({ seed: ch.seed, timesCapacity, rps, out, peakGoodputRps: ch.peakGoodputRps, bestProbeGoodputRps: ch.bestProbeGoodputRps });
     if (ch.lo !== null) {
       for (const times of OVERLOAD_TIMES) {
-        jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }), OVERLOAD_PRIORITY)
-          .then((out) => ({ seed: ch.seed, timesCapacity: times, rps: null, out, peakGoodputRps: ch.peakGoodputRps, bestProbeGoodputRps: ch.bestProbeGoodputRps })));
+        jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { axis: p.axis, x: round4(times * ch.lo) }), OVERLOAD_PRIORITY).then(of(times, null)));
       }
     }
     if (p.workload.kind === 'seed-mix') {
-      jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }), OVERLOAD_PRIORITY)
-        .then((out) => ({ seed: ch.seed, timesCapacity: null, rps: SEED_MIX_OVERLOAD_RPS, out, peakGoodputRps: ch.peakGoodputRps, bestProbeGoodputRps: ch.bestProbeGoodputRps })));
+      jobs.push(this.runOne(this.spec(ch.contender, ch.seed, { rps: SEED_MIX_OVERLOAD_RPS }), OVERLOAD_PRIORITY).then(of(null, SEED_MIX_OVERLOAD_RPS)));
     }
     return Promise.all(jobs);
   }

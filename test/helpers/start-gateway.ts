@@ -61,6 +61,13 @@ export const DEFAULT_POOL: TestPool = {
   replicas: [{ profile: 'tiny', model: 'llama-3.1-8b-instruct' }, { profile: 'tiny', model: 'llama-3.1-8b-instruct' }],
 };
 
+/**
+ * routing settings for a test gateway, in a stack or a config file of its own: 65,536 entries (8.5 and 3 MiB)
+ * hold every block a test sends; the defaults' million (136 and 48 MiB) are faulted in at startup
+ * (src/util/prefault.ts), ~0.5 s of CPU and as much of the kernel's per gateway that the suite does not need.
+ */
+export const TEST_INDEX_SIZES = { prefix_index_entries: 65_536, kv_events_entries: 65_536 } as const;
+
 let stacks = 0;
 
 export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
@@ -100,10 +107,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       usage: { sinks: [`jsonl:${usagePath}`] },
       expose_route_header: true,
       ...opts.config,
-      // 65,536 entries (8.5 and 3 MiB) hold every block a test sends; the defaults' million (136 and 48 MiB) are
-      // faulted in at startup (src/util/prefault.ts), ~0.5 s of CPU per stack the suite does not need. Merged into
-      // a test's own routing section, which would otherwise replace them.
-      routing: { prefix_index_entries: 65_536, kv_events_entries: 65_536, ...(opts.config?.routing as Record<string, unknown> | undefined) },
+      // Merged into a test's own routing section, which would otherwise replace the small indexes.
+      routing: { ...TEST_INDEX_SIZES, ...(opts.config?.routing as Record<string, unknown> | undefined) },
     };
     const cfg = parseConfig(raw);
     const gateway = await startGateway(cfg, { logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });

@@ -14,7 +14,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
-import { waitFor } from '../../helpers/start-gateway.ts';
+import { TEST_INDEX_SIZES, waitFor } from '../../helpers/start-gateway.ts';
 import { nodeEntry } from '../../helpers/node-entry.ts';
 
 const KEY = 'sk-idle-conns';
@@ -96,8 +96,7 @@ async function startLimited(threads: number): Promise<{ child: ChildProcess; por
   writeFileSync(configPath, JSON.stringify({
     server: { host: '127.0.0.1', port: 0, threads, shutdown_grace_ms: 2000 },
     tokenizer: { threads: 0 },
-    // a 8.5 MiB prefix index, not the default 136 MiB faulted in at startup (~0.5 s of CPU)
-    routing: { prefix_index_entries: 65_536 },
+    routing: TEST_INDEX_SIZES,
     pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], max_context_tokens: 2048, default_max_tokens: 16,
       replicas: [{ id: '8b-1', url: upstream.url }] }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1_000_000, burst_tokens: 10_000_000, max_inflight: 256 }],

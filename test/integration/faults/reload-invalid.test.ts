@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { startMockReplica } from '../../helpers/mock-replicas.ts';
-import { waitFor } from '../../helpers/start-gateway.ts';
+import { TEST_INDEX_SIZES, waitFor } from '../../helpers/start-gateway.ts';
 import { setFault } from './fleet-under-load.ts';
 import { nodeEntry } from '../../helpers/node-entry.ts';
 
@@ -27,8 +27,7 @@ function config(port: number, urls: string[], aliases: string[]): string {
     pools: [{ id: '8b', model: MODEL, aliases, max_context_tokens: 2048, engine: { tpot_target_ms: 1000 }, replicas: urls.map((url, i) => ({ id: `r${i}`, url })) }],
     tenants: [{ name: 'alpha', api_keys: [{ sha256: createHash('sha256').update(KEY).digest('hex') }], tokens_per_second: 1e6, burst_tokens: 1e7, max_inflight: 256 }],
     registry: { scrape_interval_ms: 50 },
-    // a 8.5 MiB prefix index, not the default 136 MiB faulted in at startup (~0.5 s of CPU)
-    routing: { prefix_index_entries: 65_536 },
+    routing: TEST_INDEX_SIZES,
   });
 }
 

@@ -14,7 +14,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
-import { waitFor } from '../../helpers/start-gateway.ts';
+import { TEST_INDEX_SIZES, waitFor } from '../../helpers/start-gateway.ts';
 import { openStream, type OpenStream } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 import { nodeEntry } from '../../helpers/node-entry.ts';
@@ -93,8 +93,7 @@ async function startChildGateway(name: string, graceMs: number): Promise<ChildGa
     server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: graceMs },
     // short prompts are tokenized inline anyway; no worker pool spares the child ~2 s of startup
     tokenizer: { threads: 0 },
-    // a 8.5 MiB prefix index, not the default 136 MiB faulted in at startup (~0.5 s of CPU)
-    routing: { prefix_index_entries: 65_536 },
+    routing: TEST_INDEX_SIZES,
     registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000, down_after_failures: 2 },
     pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], max_context_tokens: 2048, default_max_tokens: 64,
       replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],

@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
-import { waitFor } from '../../helpers/start-gateway.ts';
+import { TEST_INDEX_SIZES, waitFor } from '../../helpers/start-gateway.ts';
 import { openStream, setFault } from '../mock-replica/http-client.ts';
 import type { UsageRecord } from '../../../src/usage/usage-record.ts';
 import { nodeEntry } from '../../helpers/node-entry.ts';
@@ -54,8 +54,7 @@ test('SIGTERM drains the streams of every acceptor thread and loses no usage rec
   writeFileSync(configPath, JSON.stringify({
     server: { host: '127.0.0.1', port: 0, shutdown_grace_ms: 10_000, threads: 2 },
     tokenizer: { threads: 0 },
-    // a 8.5 MiB prefix index, not the default 136 MiB faulted in at startup (~0.5 s of CPU)
-    routing: { prefix_index_entries: 65_536 },
+    routing: TEST_INDEX_SIZES,
     registry: { scrape_interval_ms: 50, scrape_timeout_ms: 2000 },
     pools: [{ id: '8b', model: MODEL, aliases: ['gpt-fast'], max_context_tokens: 2048, default_max_tokens: 64,
       replicas: replicas.map((r, i) => ({ id: `8b-${i + 1}`, url: r.url })) }],
