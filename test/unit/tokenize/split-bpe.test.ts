@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { getTiktokenTokenizer, getTokenizer } from '../../../src/tokenize/tokenizer.ts';
+import { SplitBpeTokenizer } from '../../../src/tokenize/split-bpe.ts';
 import { corpus, randomText, seededRandom } from './corpus.ts';
 
 // The split+cache tokenizer must give tiktoken's ids exactly, including where tiktoken and the JS reference
@@ -56,4 +57,15 @@ void test('a stop callback that fires aborts a long encode with an AbortError', 
   assert.equal(polls, 2);
   // Short inputs finish before the first poll.
   assert.deepEqual(fast.encodeWithSpecials('word '.repeat(10), () => true), fast.encodeWithSpecials('word '.repeat(10)));
+});
+
+void test('a split pattern that leaves characters out skips them, as a global search does', () => {
+  // The Llama 3 pattern starts a piece at every character; a narrower pattern leaves gaps, which the sticky walk
+  // must step over to the next piece rather than stop at.
+  const exact = getTiktokenTokenizer('llama3');
+  const lettersOnly = new SplitBpeTokenizer(exact, /\p{L}+/gu, {});
+  const text = 'alpha, 42 beta!! gamma';
+  const want = ['alpha', 'beta', 'gamma'].flatMap((w) => [...exact.encodeOrdinary(w)]);
+  assert.deepEqual([...lettersOnly.encodeOrdinary(text)], want);
+  assert.deepEqual([...lettersOnly.encodeOrdinary('...')], []);
 });
