@@ -19,6 +19,14 @@ const PIECE_CACHE_ENTRIES = 32768;
 const MAX_CACHED_PIECE_CHARS = 48;
 const STOP_POLL_PIECES = 2048;
 
+/** UTF-16 units of the character at `i`: 2 for a surrogate pair, else 1. */
+function charUnits(text: string, i: number): number {
+  const c = text.charCodeAt(i);
+  if (c < 0xd800 || c > 0xdbff || i + 1 >= text.length) return 1;
+  const d = text.charCodeAt(i + 1);
+  return d >= 0xdc00 && d <= 0xdfff ? 2 : 1;
+}
+
 /** GPT-2's byte → printable character table (the alphabet of byte-level vocabularies). */
 export function byteLevelAlphabet(): string[] {
   const out: string[] = new Array<string>(256);
@@ -50,6 +58,8 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
   readonly specialTokens: SpecialTokensMap;
   readonly segmentCut: TokenScanner | null;
   private readonly splits: RegExp[];
+  /** The same patterns, sticky (splitAt). */
+  private readonly stickySplits: RegExp[];
   private readonly nfc: boolean;
   private readonly table: MergeTable;
   private readonly byteIds = new Int32Array(256);
@@ -76,6 +86,7 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
     this.specialTokens = spec.specialTokens;
     this.segmentCut = spec.segmentCut;
     this.splits = spec.plan.splits.map((r) => new RegExp(r.source, 'gu'));
+    this.stickySplits = spec.plan.splits.map((r) => new RegExp(r.source, 'yu'));
     this.nfc = spec.plan.normalizer === 'nfc';
     this.table = new MergeTable(spec.merges);
     for (let b = 0; b < 256; b++) {
@@ -149,19 +160,40 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
     return this.splitAt(text, 0, k);
   }
 
+  /**
+   * Level `level`'s pieces of `text`: each match, and each gap between matches, goes on to the next level. A
+   * match at the cursor is found with the sticky pattern's test() (no match array per piece: split-bpe.ts says
+   * what exec() cost); a gap, or a match after an empty one, with the global pattern's exec().
+   */
   private splitAt(text: string, level: number, k: number): number {
     if (level === this.splits.length) return this.emit(text, k);
     const re = this.splits[level]!;
-    let last = 0;
-    re.lastIndex = 0;
+    const sticky = this.stickySplits[level]!;
     const lastLevel = level === this.splits.length - 1;
-    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-      if (m.index > last) k = this.splitAt(text.slice(last, m.index), level + 1, k);
-      k = lastLevel ? this.emit(m[0], k) : this.splitAt(m[0], level + 1, k);
-      last = m.index + m[0].length;
-      if (m[0].length === 0) re.lastIndex++;
+    const n = text.length;
+    let last = 0;
+    let pos = 0;
+    while (pos <= n) {
+      let start = pos;
+      let end: number;
+      sticky.lastIndex = pos;
+      if (pos < n && sticky.test(text) && sticky.lastIndex > pos) end = sticky.lastIndex;
+      else {
+        re.lastIndex = pos;
+        const m = re.exec(text);
+        if (m === null) break;
+        start = m.index;
+        end = start + m[0].length;
+      }
+      if (start > last) k = this.splitAt(text.slice(last, start), level + 1, k);
+      const piece = start === 0 && end === n ? text : text.slice(start, end);
+      k = lastLevel ? this.emit(piece, k) : this.splitAt(piece, level + 1, k);
+      last = end;
+      // After an empty match the search goes on one character later: a whole surrogate pair, as HF's find_iter
+      // and String.prototype.matchAll step (one UTF-16 unit would put a 'u' pattern back on the pair's lead).
+      pos = end === start ? end + charUnits(text, end) : end;
     }
-    if (last < text.length) k = this.splitAt(last === 0 ? text : text.slice(last), level + 1, k);
+    if (last < n) k = this.splitAt(last === 0 ? text : text.slice(last), level + 1, k);
     return k;
   }
 
