@@ -1,7 +1,7 @@
 // Source layout rules: no file under src/ over 400 lines (a file that grows past it is split by what it
 // holds), and every file named in eslint.config.js's per-file exceptions exists, so an exception cannot
 // outlive the file it was made for (or silently fail to apply to a renamed one); the same for the test files
-// scripts/test.ts puts in its groups.
+// scripts/test.ts puts in its groups, and the niced group reads no clock.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -40,4 +40,17 @@ test('every test file scripts/test.ts names in a group (SERIAL, BESIDE_SERIAL, B
   const named = [...runner.matchAll(/'(test\/[^']+\.test\.ts)'/g)].map((m) => m[1]!);
   assert.ok(named.includes('test/integration/gateway/backpressure.test.ts') && named.includes('test/unit/sim/kv-events.test.ts'), 'the scan found the groups');
   assert.deepEqual(named.filter((p) => !existsSync(join(ROOT, p))), []);
+});
+
+test('the unit files that run niced beside the serial group (BESIDE_SERIAL_NICED) read no clock and open no socket', () => {
+  // At nice 19 next to a serial file that loads both cores such a file waits for CPU: a timer, a wall-clock
+  // window or a socket deadline in it would measure the wait and flake. The rule in scripts/test.ts's comment,
+  // checked: none of these in the file itself.
+  const runner = readFileSync(join(ROOT, 'scripts', 'test.ts'), 'utf8');
+  const block = /BESIDE_SERIAL_NICED = new Set\(\[([^\]]*)\]\)/.exec(runner)?.[1] ?? '';
+  const niced = [...block.matchAll(/'(test\/[^']+\.test\.ts)'/g)].map((m) => m[1]!);
+  assert.ok(niced.length >= 4, 'the scan found the niced group');
+  const clockOrSocket = /\b(setTimeout|setInterval|setImmediate|performance\.now|Date\.now|hrtime|fetch)\s*\(|node:(net|http|https|dgram|timers)\b|startStack|startGateway/;
+  const offending = niced.filter((p) => clockOrSocket.test(readFileSync(join(ROOT, p), 'utf8')));
+  assert.deepEqual(offending, []);
 });
