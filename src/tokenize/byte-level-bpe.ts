@@ -163,7 +163,8 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
   /**
    * Level `level`'s pieces of `text`: each match, and each gap between matches, goes on to the next level. A
    * match at the cursor is found with the sticky pattern's test() (no match array per piece: split-bpe.ts says
-   * what exec() cost); a gap, or a match after an empty one, with the global pattern's exec().
+   * what exec() costs); a match past a gap, or an empty match at the cursor, with the global exec() (it
+   * allocates; rare for real pre-tokenizer patterns).
    */
   private splitAt(text: string, level: number, k: number): number {
     if (level === this.splits.length) return this.emit(text, k);

@@ -2,9 +2,9 @@
 // from a bounded per-thread piece cache, and only cache misses cross into tiktoken's WASM BPE.
 // Thread: any; one instance per thread per tokenizer name (built by tokenizer.ts). Hot path: yes.
 // The split walks the text with a sticky pattern's test() and slices each piece: pieces are contiguous (every
-// ordinary character starts one), and test() builds no match array. exec() allocated ~90 bytes per piece, so
-// a burst of long prompts faulted in fresh young-generation pages (~4 MB per 60 prompts of 1,500 tokens): 3x
-// the split's CPU on the overload demo's prompts.
+// code point starts one), and test() builds no match array. Cost of exec() instead: a ~90-byte match array per
+// piece; on a burst of long prompts those land on young-generation pages the kernel must fault in and zero
+// (~4 MB per 60 prompts of 1,500 tokens; 1.5-3x the split's CPU on the overload demo's prompts).
 // Why: tiktoken spends most of its ~0.9 µs/token in the JS<->WASM string transfer and its Rust regex; a
 // natural-language prompt reuses a few thousand distinct pieces, so a warm piece cache makes encoding
 // ~10x cheaper (src/tokenize/README.md, `npm run bench -- tokenize`). Exact because (1) the JS pattern
@@ -123,8 +123,8 @@ export class SplitBpeTokenizer implements TextTokenizer {
       let end: number;
       if (re.test(text)) end = re.lastIndex;
       else {
-        // No piece starts here (e.g. a lone surrogate no alternative takes): skip to the next piece, as
-        // tiktoken's find_iter does. The split pattern takes every ordinary character, so this is rare.
+        // No piece starts here: skip to the next piece, as tiktoken's find_iter does. Never for LLAMA3_JS_SPLIT
+        // (every code point, lone surrogates too, starts a piece); a narrower pattern leaves gaps.
         const g = this.search;
         g.lastIndex = pos;
         const m = g.exec(text);

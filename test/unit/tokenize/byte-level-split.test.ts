@@ -4,7 +4,7 @@ import { ByteLevelBpeTokenizer, byteLevelAlphabet } from '../../../src/tokenize/
 
 // The byte-level tokenizer's pre-tokenizer levels ("Isolated" splits): every match, and every gap between
 // matches, is a piece for the next level. splitAt finds a match at its cursor with a sticky test() and falls back
-// to a global exec() for gaps and empty matches; these cases compare it with the plain exec() walk below.
+// to a global exec() for gaps and empty matches; these cases compare it with the matchAll() walk below.
 
 const alphabet = byteLevelAlphabet();
 /** Merges that show where pieces were cut: "ab", "12" and "  " merge only inside one piece. */
