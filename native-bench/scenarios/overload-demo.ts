@@ -20,6 +20,9 @@
 // a node:net socket and reads the answer from raw Buffers (../load/one-shot-http.ts): ~0.6 ms of this
 // process's CPU per request against ~1.1 ms through node:http (`--client node-http`), CPU the client
 // would otherwise take from the gateway it measures.
+// Profiles: OVERLOAD_DEMO_CPU_PROF=<dir> writes one V8 .cpuprofile per gateway thread (wall-time samples);
+// OVERLOAD_DEMO_PERF=<file> records `perf record -g` of the gateway (CPU-time samples, every thread, JIT frames
+// named) from 1.5 s before the burst to its last answer (../harness/perf-record.ts).
 // Pass rule: every answer 200 or 429 server_overloaded with Retry-After; 90 % of the 429s within 100 ms of
 // the request on the wire; at least 6 admitted, 90 % of them with a first token within 600 ms (from the
 // client's call); no preemption.
@@ -36,6 +39,7 @@ import { freePort } from '../harness/processes.ts';
 import { cpuMicros } from '../load/proc-cpu.ts';
 import { oneShot, openSocket, requestBytes } from '../load/one-shot-http.ts';
 import { startGatewayFromFile, type GatewayProcess } from '../harness/gateway-process.ts';
+import { PERF_NODE_ARGS, startPerfRecord, type PerfRecording } from '../harness/perf-record.ts';
 import type { BenchScenario } from '../types.ts';
 
 const MODEL = 'llama-3.1-8b-instruct';
@@ -191,9 +195,13 @@ const overloadDemo: BenchScenario = async (argv) => {
   if (pool === undefined) throw new Error(`${values.config} has no pool ${POOL}`);
   let fleet: Fleet | null = null;
   let gateway: GatewayProcess | null = null;
+  const perfFile = process.env.OVERLOAD_DEMO_PERF;
+  let perf: PerfRecording | null = null;
   try {
     fleet = await startFleet(cfg);
-    gateway = await startGatewayFromFile({ repoRoot, logDir, cpuProfDir: process.env.OVERLOAD_DEMO_CPU_PROF }, configPath);
+    gateway = await startGatewayFromFile({
+      repoRoot, logDir, cpuProfDir: process.env.OVERLOAD_DEMO_CPU_PROF, nodeArgs: perfFile !== undefined ? PERF_NODE_ARGS : [],
+    }, configPath);
     // Requests first, so that the tokenizer and a connection are warm (the demo has been up a while); distinct
     // from the burst's (negative indices), one at a time, so none is shed.
     const gw = new URL(gateway.url);
@@ -208,6 +216,7 @@ const overloadDemo: BenchScenario = async (argv) => {
     const eightB = fleet.replicas.filter((x) => pool.replicas.some((p) => p.id === x.id));
     // CPU while the burst is answered (until the last 429's head): what the 429s cost, apart from the wall
     // clock of a machine shared with other jobs. One /proc read of the gateway per 429 (10 ms ticks).
+    if (perfFile !== undefined) perf = await startPerfRecord(gateway.proc.pid, resolve(perfFile));
     const load1 = loadavg()[0]!;
     const gatewayPid = [gateway.proc.pid];
     const gatewayCpu0 = cpuMicros(gatewayPid, false);
@@ -223,6 +232,8 @@ const overloadDemo: BenchScenario = async (argv) => {
       }
       return a;
     })));
+    await perf?.stop();
+    perf = null;
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
     const shedAt = (when: string): number => Number(new RegExp(`^gateway_admission_sheds_total\\{pool="${POOL}",when="${when}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
     const errSum = Number(new RegExp(`^gateway_ttft_prediction_error_ratio_sum\\{pool="${POOL}"\\} ([0-9.e+-]+)`, 'm').exec(metrics)?.[1] ?? Number.NaN);
@@ -274,11 +285,13 @@ const overloadDemo: BenchScenario = async (argv) => {
       notes: [
         `Command: npm run bench -- overload-demo --streams ${nStreams} --max-tokens ${maxTokens} --warmup ${warmup} --connections ${values.connections} --client ${values.client} --config ${values.config}`,
         'Times are wall-clock at the client on this machine: on a machine shared with other jobs the gateway\'s tokenizing and the replicas\' event loops add to them.',
+        ...(perfFile !== undefined ? [`perf profile of the gateway over the burst: ${resolve(perfFile)} (main thread: perf report -i FILE --tid ${gateway.proc.pid})`] : []),
       ],
       extra: { answers },
       ...(failedChecks.length > 0 ? { failed: failedChecks.join('; ') } : {}),
     };
   } finally {
+    await perf?.stop();
     if (agent !== false) agent.destroy();
     for (const so of sockets) so.destroy();
     await gateway?.stop();
