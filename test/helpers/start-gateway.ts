@@ -109,6 +109,10 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       ...opts.config,
       // Merged into a test's own routing section, which would otherwise replace the small indexes.
       routing: { ...TEST_INDEX_SIZES, ...(opts.config?.routing as Record<string, unknown> | undefined) },
+      // No tokenize worker unless the test configures the tokenizer: a worker thread's start (tiktoken, the
+      // warm-up) costs ~0.5-1.5 s of CPU per stack, and a test's short prompts are encoded inline anyway. Tests of
+      // the worker path, its metrics and its cancellation set `tokenizer` themselves.
+      tokenizer: opts.config?.tokenizer ?? { threads: 0 },
     };
     const cfg = parseConfig(raw);
     const gateway = await startGateway(cfg, { logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
