@@ -187,7 +187,7 @@ export class ByteLevelBpeTokenizer implements TextTokenizer {
         end = start + m[0].length;
       }
       if (start > last) k = this.splitAt(text.slice(last, start), level + 1, k);
-      const piece = start === 0 && end === n ? text : text.slice(start, end);
+      const piece = text.slice(start, end);
       k = lastLevel ? this.emit(piece, k) : this.splitAt(piece, level + 1, k);
       last = end;
       // After an empty match the search goes on one character later: a whole surrogate pair, as HF's find_iter
