@@ -48,6 +48,8 @@ export interface RequestOutcome {
   cachedTokens: number;
   /** Cached tokens the router predicted on the replica that answered; null when no replica answered. */
   predictedCachedTokens?: number | null;
+  /** The replica that answered (its id), for the per-replica prediction error; null or absent: none. */
+  replica?: string | null;
   retries: number;
   cancelled: boolean;
   tpotSeconds: number | null;
@@ -92,6 +94,8 @@ export class GatewayMetrics {
   private sources: MetricSources = {};
   private readonly whyChildren = new Map<string, Incrementer>();
   private readonly cacheErrorByPool = new Map<string, Observer>();
+  /** Pool label → children of gateway_prefix_prediction_error_tokens by the binding's replica index (renewed with it). */
+  private cacheErrorByReplica = new Map<string, Observer[]>();
   private readonly ttftErrorByPool = new Map<string, Observer>();
   private readonly shedChildren = new Map<string, Incrementer>();
   private readonly overheadByRoute: readonly Observer[];
@@ -140,6 +144,7 @@ export class GatewayMetrics {
   /** Re-reads pools, replicas, tenants and tenant_labels after a config reload. Existing series keep counting. */
   reconfigure(cfg: GatewayConfig): void {
     this.b = new Binding(cfg, this.f);
+    this.cacheErrorByReplica = new Map();
   }
 
   requestEnded(o: RequestOutcome): void {
@@ -167,6 +172,13 @@ export class GatewayMetrics {
       let h = this.cacheErrorByPool.get(pool);
       if (h === undefined) this.cacheErrorByPool.set(pool, h = histogramChild(this.f.cacheError, pool));
       h.observe(o.predictedCachedTokens - o.cachedTokens);
+      if (o.replica !== undefined && o.replica !== null) {
+        const ri = b.replicas.index(o.replica);
+        let byReplica = this.cacheErrorByReplica.get(pool);
+        if (byReplica === undefined) this.cacheErrorByReplica.set(pool, byReplica = []);
+        const r = byReplica[ri] ??= histogramChild(this.f.prefixPredictionError, pool, b.replicas.values[ri]!);
+        r.observe(o.predictedCachedTokens - o.cachedTokens);
+      }
     }
   }
 

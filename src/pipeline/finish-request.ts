@@ -87,6 +87,7 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     outputTokens: ctx.outputTokens,
     cachedTokens: ctx.cachedTokens,
     predictedCachedTokens: ctx.replicaId !== null && ctx.status === 200 ? ctx.predictedCachedTokens : null,
+    replica: ctx.replicaId,
     retries: ctx.retries,
     cancelled: ctx.cancelled,
     tpotSeconds: ctx.ttftMs !== null && ctx.outputTokens > 1 ? (durationMs - ctx.ttftMs) / 1000 / (ctx.outputTokens - 1) : null,

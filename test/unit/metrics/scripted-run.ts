@@ -30,7 +30,7 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.quota('ok');
   m.admission('8b', 'admitted');
   m.routed('kv-aware', '8b-1', 'prefix');
-  m.requestEnded({ ...base, predictedCachedTokens: base.cachedTokens });
+  m.requestEnded({ ...base, predictedCachedTokens: base.cachedTokens, replica: '8b-1' });
   // 2. 429: quota rejects before admission, no pool work, no tokens
   m.quota('rate_limit_exceeded');
   m.requestEnded({
@@ -55,6 +55,6 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.routed('kv-aware', '70b-1', 'load-bound');
   m.requestEnded({
     ...base, route: 'completions', pool: '70b', stream: false, retries: 1, durationSeconds: 0.9, upstreamSeconds: 0.896,
-    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0, predictedCachedTokens: 64,
+    ttftSeconds: 0.4, tpotSeconds: 0.045, inputTokens: 100, outputTokens: 20, cachedTokens: 0, predictedCachedTokens: 64, replica: '70b-1',
   });
 }
