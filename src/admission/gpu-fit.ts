@@ -20,7 +20,7 @@
 //              Infinity when never. Every policy's pick is judged so: the per-stream rule is admission's, not
 //              kv-aware's alone (kv-aware's fit applies the same rule, so it looks for a replica that passes).
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
-import { GpuPrediction, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import { GpuPrediction, waitUntilFits, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
 import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 
@@ -61,7 +61,7 @@ export class GpuFit {
         return true;
       }
     }
-    this.waitMs = gpu.waitMs(p, limit, this.tpotLimitMs);
+    this.waitMs = waitUntilFits(p, limit, this.tpotLimitMs);
     // Streams it would push past their TPOT (stream-slack.ts) end by harmClearMs; not before then.
     if (p.harm > 0 && p.harmClearMs > this.waitMs) this.waitMs = p.harmClearMs;
     return false;

@@ -1,6 +1,8 @@
 // One candidate replica's prediction for one request (TTFT, its parts, TPOT, and whether the model sees
 // everything there), written by GpuTimeModel.predict() into an object the caller owns and reuses, so that a
-// prediction allocates nothing. Thread: the acceptor (and the simulator's).
+// prediction allocates nothing; and the wait until such a prediction would fit. Thread: the acceptor (and the
+// simulator's).
+import { ARRIVAL_WINDOW_MS } from './model-parameters.ts';
 
 /** One candidate's prediction, written by predict() into a caller-owned object. */
 export class GpuPrediction {
@@ -49,4 +51,25 @@ export class GpuPrediction {
    * its own, in steps of the token budget, its last step filled by later arrivals' chunks, plus adapter load.
    */
   worstTtftMs = 0;
+}
+
+/**
+ * How long until `p` would fit a TTFT limit of `budgetMs` and a TPOT of `tpotMs` on its replica, with no new
+ * work sent there meanwhile: the queue ahead drains in real time, and ρ decays with the window. Infinity when
+ * it never would by either (its own prefill alone is over the budget, or the step alone over the TPOT).
+ */
+export function waitUntilFits(p: GpuPrediction, budgetMs: number, tpotMs: number): number {
+  let wait = 0;
+  if (p.ttftMs > budgetMs) {
+    if (p.ownTtftMs > budgetMs) return Number.POSITIVE_INFINITY;
+    wait = p.ttftMs - budgetMs;
+  }
+  if (p.tpotMs > tpotMs && p.rhoArriving > 0) {
+    // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target.
+    const need = 1 - p.stepMs / tpotMs - p.rhoOwn;
+    if (!(need > 0)) return Number.POSITIVE_INFINITY;
+    const t = ARRIVAL_WINDOW_MS * Math.log(p.rhoArriving / need);
+    if (t > wait) wait = t;
+  }
+  return wait;
 }

@@ -20,7 +20,7 @@ import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_
 import { KvEstimator, KvState } from '../router/kv-estimate.ts';
 import type { Decision, FleetView, RouteRequest } from '../router/types.ts';
 import { DecodeFit } from './decode-fit.ts';
-import { GpuPrediction } from './gpu-prediction.ts';
+import { GpuPrediction, waitUntilFits } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
 import {
@@ -32,7 +32,7 @@ import { ArrivingPrefill } from './arriving-prefill.ts';
 import { SlackQuery, StreamSlack } from './stream-slack.ts';
 
 /** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
-export { GpuPrediction };
+export { GpuPrediction, waitUntilFits };
 
 export { ARRIVAL_WINDOW_MS, MAX_SAMPLE_PREFILL_SHARE, OWN_RHO_CAP, RHO_CAP, STREAM_TPOT_MARGIN } from './model-parameters.ts';
 
@@ -229,27 +229,6 @@ export class GpuTimeModel {
     return out;
   }
 
-  /**
-   * How long until `p` would fit a TTFT budget of `budgetMs` and a TPOT of `tpotMs` on its replica, with no
-   * new work sent there meanwhile: the queue ahead drains in real time, and ρ decays with the window.
-   * Infinity when it never would (its own prefill alone is over the budget).
-   */
-  waitMs(p: GpuPrediction, budgetMs: number, tpotMs: number): number {
-    let wait = 0;
-    if (p.ttftMs > budgetMs) {
-      if (p.ownTtftMs > budgetMs) return Number.POSITIVE_INFINITY;
-      wait = p.ttftMs - budgetMs;
-    }
-    if (p.tpotMs > tpotMs && p.rhoArriving > 0) {
-      // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target.
-      const need = 1 - p.stepMs / tpotMs - p.rhoOwn;
-      if (!(need > 0)) return Number.POSITIVE_INFINITY;
-      const t = ARRIVAL_WINDOW_MS * Math.log(p.rhoArriving / need);
-      if (t > wait) wait = t;
-    }
-    return wait;
-  }
-
   // ---- feedback (the Router forwards its hooks) -------------------------------------------------------
 
   /** The request was sent to `slot` with the prediction admission put in `d` (gpuOwnWork, gpuTtftMs). */
@@ -286,6 +265,8 @@ export class GpuTimeModel {
     const fig = pool.fig;
     const now = this.fleet.nowMs();
     d.gpuPrefilled = true;
+    // Sent before its replica restarted (replicaReset): counting it would take from the requests sent since.
+    if (!this.streams.holds(d.gpuStream)) return;
     this.release(slot, req, d, fig.blockSize);
     // Everything dispatched there before this request has been prefilled: at most what came after remains.
     this.advance(slot, now);
@@ -320,8 +301,10 @@ export class GpuTimeModel {
     const pool = this.pools.get(req.poolId);
     if (pool === undefined) return;
     const fig = pool.fig;
-    this.streams.remove(d.gpuStream);
+    const held = this.streams.remove(d.gpuStream);
     d.gpuStream = -1;
+    // Sent before its replica restarted (replicaReset): releasing it would take from the requests sent since.
+    if (!held) return;
     if (!d.gpuPrefilled) {
       // Ended before its first token: its prefill is no longer ours.
       this.release(slot, req, d, fig.blockSize);
@@ -391,7 +374,6 @@ export class GpuTimeModel {
   private doneWork(slot: number, now: number): number {
     return this.dispatchedWork[slot]! - this.advance(slot, now);
   }
-
 }
 
 function uncachedOf(req: RouteRequest, d: Decision, bs: number): number {

@@ -12,10 +12,16 @@
 // after it (FCFS). Live, max_tokens is an upper bound on N: a stream that stops early had less slack than
 // counted, so the count is a lower bound there (in the simulator max_tokens is the trace's output length).
 // Cost: O(streams on the replica) per prediction, no allocation; a record per in-flight request.
+// Records are pooled and reused. What add() hands out is a handle, the record's index and its generation: a
+// record freed (the request ended, or its replica restarted: reset) takes a new generation, so a request that
+// still holds the old handle can neither unlink nor stamp the stream that reuses the record.
 // Thread: the acceptor (one per GpuTimeModel).
 
 /** Records in the pool grow by doubling from this. */
 const INITIAL_RECORDS = 256;
+/** A handle is generation × RECORD_SPACE + index: 2^24 records, and 2^29 generations per record within 2^53. */
+const RECORD_SPACE = 0x1000000;
+const GENERATIONS = 0x20000000;
 
 /** What harm() reads of a replica (filled by GpuTimeModel.predict; reused, no allocation). */
 export class SlackQuery {
@@ -56,6 +62,8 @@ export class StreamSlack {
   private workMark = new Float64Array(INITIAL_RECORDS);
   private firstAt = new Float64Array(INITIAL_RECORDS);
   private firstDone = new Float64Array(INITIAL_RECORDS);
+  /** Each record's generation: bumped whenever it is freed, so older handles to it go stale. */
+  private gen = new Int32Array(INITIAL_RECORDS);
   private free = -1;
   private used = 0;
 
@@ -63,7 +71,10 @@ export class StreamSlack {
     this.head = new Int32Array(slots).fill(-1);
   }
 
-  /** A request of `maxTokens` output tokens was sent to `slot`; `workMark`: the slot's dispatched work just after it. Returns its id. */
+  /**
+   * A request of `maxTokens` output tokens was sent to `slot`; `workMark`: the slot's dispatched work just
+   * after it. Returns its handle (≥ 0), valid until the request is removed or its slot reset.
+   */
   add(slot: number, maxTokens: number, workMark: number): number {
     let id = this.free;
     if (id >= 0) this.free = this.next[id]!;
@@ -81,35 +92,56 @@ export class StreamSlack {
     this.prev[id] = -1;
     if (h >= 0) this.prev[h] = id;
     this.head[slot] = id;
+    return this.gen[id]! * RECORD_SPACE + id;
+  }
+
+  /** The record a handle names while it is current; -1 for -1, a removed stream or one its slot's reset dropped. */
+  private recordOf(handle: number): number {
+    if (!(handle >= 0)) return -1;
+    const id = handle % RECORD_SPACE;
+    if (id >= this.used || this.slotOf[id]! < 0 || (handle - id) / RECORD_SPACE !== this.gen[id]!) return -1;
     return id;
   }
 
-  /** Its first token came at `nowMs`, the slot having prefilled `doneWork` so far. */
-  first(id: number, nowMs: number, doneWork: number): void {
+  /** Whether the handle still names a stream in flight (not removed, its slot not reset since it was added). */
+  holds(handle: number): boolean {
+    return this.recordOf(handle) >= 0;
+  }
+
+  /** Its first token came at `nowMs`, the slot having prefilled `doneWork` so far. A stale handle does nothing. */
+  first(handle: number, nowMs: number, doneWork: number): void {
+    const id = this.recordOf(handle);
     if (id < 0) return;
     this.firstAt[id] = nowMs;
     this.firstDone[id] = doneWork;
   }
 
-  /** The request ended (or was abandoned). */
-  remove(id: number): void {
-    if (id < 0 || this.slotOf[id]! < 0) return;
+  /** The request ended (or was abandoned). False when the handle was stale (nothing removed). */
+  remove(handle: number): boolean {
+    const id = this.recordOf(handle);
+    if (id < 0) return false;
+    this.unlink(id);
+    return true;
+  }
+
+  private unlink(id: number): void {
     const p = this.prev[id]!;
     const n = this.next[id]!;
     if (p >= 0) this.next[p] = n;
     else this.head[this.slotOf[id]!] = n;
     if (n >= 0) this.prev[n] = p;
     this.slotOf[id] = -1;
+    this.gen[id] = (this.gen[id]! + 1) % GENERATIONS;
     this.next[id] = this.free;
     this.free = id;
   }
 
-  /** The replica restarted or left: its streams are gone. */
+  /** The replica restarted or left: its streams are gone, and the handles their requests hold go stale. */
   reset(slot: number): void {
     let id = this.head[slot]!;
     while (id >= 0) {
       const n = this.next[id]!;
-      this.remove(id);
+      this.unlink(id);
       id = n;
     }
   }
@@ -165,6 +197,7 @@ export class StreamSlack {
 
   private grow(): void {
     const n = this.next.length * 2;
+    if (n > RECORD_SPACE) throw new Error(`stream-slack: more than ${RECORD_SPACE} streams in flight`);
     const i32 = (a: Int32Array): Int32Array<ArrayBuffer> => {
       const b = new Int32Array(n);
       b.set(a);
@@ -178,6 +211,7 @@ export class StreamSlack {
     this.next = i32(this.next);
     this.prev = i32(this.prev);
     this.slotOf = i32(this.slotOf);
+    this.gen = i32(this.gen);
     this.gaps = f64(this.gaps);
     this.workMark = f64(this.workMark);
     this.firstAt = f64(this.firstAt);

@@ -7,7 +7,7 @@
 // premium/standard 400 ms and batch 10 s, ttft_margin 0.5, tpot_margin 0.6.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GpuPrediction } from '../../../src/gpu-time/gpu-time-model.ts';
+import { GpuPrediction, waitUntilFits } from '../../../src/gpu-time/gpu-time-model.ts';
 import { ttftLimitMs } from '../../../src/router/filters/headroom-filter.ts';
 import { createPolicy } from '../../../src/router/route.ts';
 import { Decision, type RouteRequest } from '../../../src/router/types.ts';
@@ -97,7 +97,7 @@ test('TPOT out of reach: a standard request is shed at arrival, a batch one queu
   hot(h);
   const p = h.gpu.predict({ poolId: 'p', adapter: null, promptTokens: 1000, maxTokens: 100, blockHashes: new Float64Array(0), excluded: [] }, 0, 0, new GpuPrediction());
   assert.ok(p.ttftMs < 400 && p.tpotMs > 30, `ttft ${p.ttftMs}, tpot ${p.tpotMs}`);
-  const wait = h.gpu.waitMs(p, ttftLimitMs(p.ownTtftMs, 400, 0.5), 30);
+  const wait = waitUntilFits(p, ttftLimitMs(p.ownTtftMs, 400, 0.5), 30);
   assert.ok(wait > 1000 && wait < 6000, `wait ${wait}`);
 
   h.ask('standard', { promptTokens: 1000 });

@@ -3,7 +3,7 @@
 // window, Huber-weighted ridge fit), and convergence to a perturbed engine's own figures from noisy samples.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { GpuPrediction, GpuTimeModel, ARRIVAL_WINDOW_MS } from '../../../src/gpu-time/gpu-time-model.ts';
+import { GpuPrediction, GpuTimeModel, ARRIVAL_WINDOW_MS, waitUntilFits } from '../../../src/gpu-time/gpu-time-model.ts';
 import { DecodeFit } from '../../../src/gpu-time/decode-fit.ts';
 import { PoolFigures } from '../../../src/gpu-time/pool-figures.ts';
 import { PrefillRates } from '../../../src/gpu-time/prefill-rate.ts';
@@ -95,12 +95,12 @@ void test('wait until it fits: the queue ahead drains in real time; a request th
   for (let i = 0; i < 6; i++) dispatch(model, fleet, 0, 2000);
   const p = model.predict(request(hashes(60, 5), { promptTokens: 1000 }), 0, 0, new GpuPrediction());
   assert.ok(p.ttftMs > 900);
-  assert.ok(Math.abs(model.waitMs(p, 360, 1000) - (p.ttftMs - 360)) < 1e-9);
-  assert.equal(model.waitMs(p, p.ttftMs + 1, 1000), 0);
-  assert.equal(model.waitMs(p, p.ownTtftMs - 1, 1000), Number.POSITIVE_INFINITY);
+  assert.ok(Math.abs(waitUntilFits(p, 360, 1000) - (p.ttftMs - 360)) < 1e-9);
+  assert.equal(waitUntilFits(p, p.ttftMs + 1, 1000), 0);
+  assert.equal(waitUntilFits(p, p.ownTtftMs - 1, 1000), Number.POSITIVE_INFINITY);
   // TPOT-bound: ρ decays with the window: wait = τ · ln(arriving ρ / the ρ the target leaves).
   const target = p.stepMs / (1 - p.rhoArriving / 2 - p.rhoOwn);
-  assert.ok(Math.abs(model.waitMs(p, 1e9, target) - ARRIVAL_WINDOW_MS * Math.log(2)) < 1e-6);
+  assert.ok(Math.abs(waitUntilFits(p, 1e9, target) - ARRIVAL_WINDOW_MS * Math.log(2)) < 1e-6);
 });
 
 void test('prefill rate: the median of the last nine samples (the nominal rate filling a window not yet full), each clamped to 2× the estimate; reset returns to nominal', () => {

@@ -87,8 +87,23 @@ void test('removed streams and a reset slot harm nothing; records are reused', (
   s.reset(0);
   assert.equal(s.harm(0, query(0, 2000)), 0);
   const again = s.add(0, 5, 0);
-  assert.ok(again < 600, String(again));
+  assert.ok(s.holds(again));
   assert.equal(s.harm(0, query(0, 2000)), 1);
+});
+
+void test('a handle from before a reset names nothing: its request ending cannot unlink the stream that reuses its record', () => {
+  const s = new StreamSlack(1);
+  const old = s.add(0, 5, 0);
+  s.reset(0); // the replica restarted with the request in flight
+  const fresh = s.add(0, 5, 0); // the new stream takes the freed record
+  assert.ok(!s.holds(old) && s.holds(fresh));
+  s.first(old, 0, 0); // the old request's late first token stamps nothing
+  assert.equal(s.remove(old), false, 'the old request ends: nothing of the new stream is removed');
+  assert.equal(s.harm(0, query(0, 2000)), 1, 'the new stream (still prefilling, no first token) is still counted');
+  assert.equal(s.clearMs, 48, 'and still waits for its first token: the old one did not stamp it');
+  assert.equal(s.remove(fresh), true);
+  assert.equal(s.remove(fresh), false, 'removed once');
+  assert.equal(s.harm(0, query(0, 2000)), 0);
 });
 
 void test('the model counts a short stream on a replica through its hooks, and forgets it at its end', () => {
@@ -109,5 +124,45 @@ void test('the model counts a short stream on a replica through its hooks, and f
   // A short prompt's prefill (a few ms) fits the stream's slack.
   assert.equal(model.predict(request(hashes(4, 3), { promptTokens: 64 }), 0, 0, new GpuPrediction()).harm, 0);
   model.ended(0, shortReq, d, 5);
+  assert.equal(model.predict(big, 0, 0, new GpuPrediction()).harm, 0);
+});
+
+void test('a replica restart with requests in flight: the requests sent before it end without touching what was sent after', () => {
+  const cfg = fixtureConfig(['a']);
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(cfg.pools, fleet, 5000);
+  const send = (promptTokens: number, maxTokens: number, seed: number): { req: ReturnType<typeof request>; d: Decision } => {
+    const req = request(hashes(promptTokens / 16, seed), { promptTokens, maxTokens });
+    const d = new Decision();
+    d.slot = 0;
+    model.dispatched(0, req, d);
+    return { req, d };
+  };
+  // Two requests in flight: one streaming, one still prefilling.
+  const streaming = send(160, 5, 1);
+  fleet.now += 20;
+  model.firstToken(0, streaming.req, streaming.d, 20, true);
+  const prefilling = send(3200, 5, 2);
+  model.replicaReset(0); // the replica restarted under them
+  // After the restart: a short stream that has its first token, and a long prompt still prefilling.
+  const shortAfter = send(160, 5, 3);
+  fleet.now += 20;
+  model.firstToken(0, shortAfter.req, shortAfter.d, 20, true);
+  const longAfter = send(3200, 5, 4);
+  const big = request(hashes(125, 9), { promptTokens: 2000 });
+  const probe = request(hashes(4, 10), { promptTokens: 64 });
+  const before = model.predict(big, 0, 0, new GpuPrediction());
+  const worstBefore = model.predict(probe, 0, 0, new GpuPrediction()).worstTtftMs;
+  assert.ok(before.harm >= 1, `the short stream sent after the restart is at risk from a 2k-token prefill (harm ${before.harm})`);
+  // The requests sent before the restart now fail and end (one of them with its first token never seen).
+  model.ended(0, streaming.req, streaming.d, 1);
+  model.ended(0, prefilling.req, prefilling.d, 0);
+  const after = model.predict(big, 0, 0, new GpuPrediction());
+  assert.equal(after.harm, before.harm, 'every stream sent after the restart is still counted');
+  assert.equal(model.predict(probe, 0, 0, new GpuPrediction()).worstTtftMs, worstBefore, 'the prefill sent after the restart is still ahead, whole');
+  // The requests sent after it end normally and leave nothing behind.
+  model.firstToken(0, longAfter.req, longAfter.d, 300, true);
+  model.ended(0, longAfter.req, longAfter.d, 5);
+  model.ended(0, shortAfter.req, shortAfter.d, 5);
   assert.equal(model.predict(big, 0, 0, new GpuPrediction()).harm, 0);
 });
