@@ -70,6 +70,11 @@ export const poolSchema = z.strictObject({
   block_size: z.number().int().positive().default(16),
   /** Default max_tokens charged to quota when the client does not send one. */
   default_max_tokens: z.number().int().positive().default(1024),
+  /**
+   * The median reply (tokens) assumed for this pool until its finished streams say otherwise: the prior of
+   * the reply-length model (src/gpu-time/reply-length/), worth a few streams.
+   */
+  typical_reply_tokens: z.number().int().positive().default(256),
   adapters: z.array(name).default([]),
   replicas: z.array(replicaSchema).min(1),
   /** Read only by `npm run fleet`: which mock profile and LoRA slots to give this pool's replicas. */
