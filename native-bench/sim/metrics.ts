@@ -51,6 +51,10 @@ export interface RunFigures {
   /** |predicted − measured| / measured of the GPU-time model's TTFT at admission (from dispatch), p50 and p90. */
   ttftPredErrP50: number;
   ttftPredErrP90: number;
+  /** |predicted − produced| / produced of reply lengths predicted at dispatch: median, p90, and how many. */
+  replyPredErrP50: number;
+  replyPredErrP90: number;
+  replyPredictions: number;
   preemptions: number;
   hitMeasured: number;
   hitPredicted: number;
@@ -70,6 +74,7 @@ export class RunMetrics {
   private readonly tpot: number[] = [];
   private readonly shedAnswer: number[] = [];
   private readonly predErr: number[] = [];
+  private readonly replyErr: number[] = [];
   admittedAnswered = 0;
   admittedMet = 0;
   shedAtArrival = 0;
@@ -108,6 +113,11 @@ export class RunMetrics {
   }
 
   /** The model's TTFT prediction at admission against the engine's (both from dispatch). */
+  /** A finished reply of `producedTokens` whose length was predicted at dispatch as `predictedTokens`. */
+  recordReplyPrediction(predictedTokens: number, producedTokens: number): void {
+    if (producedTokens > 0 && Number.isFinite(predictedTokens)) this.replyErr.push(Math.abs(predictedTokens - producedTokens) / producedTokens);
+  }
+
   recordPrediction(predictedMs: number, measuredMs: number): void {
     if (measuredMs > 0 && Number.isFinite(predictedMs)) this.predErr.push(Math.abs(predictedMs - measuredMs) / measuredMs);
   }
@@ -147,6 +157,9 @@ export class RunMetrics {
       shedAtArrival: this.shedAtArrival,
       ttftPredErrP50: percentile(sorted(this.predErr), 0.5),
       ttftPredErrP90: percentile(sorted(this.predErr), 0.9),
+      replyPredErrP50: percentile(sorted(this.replyErr), 0.5),
+      replyPredErrP90: percentile(sorted(this.replyErr), 0.9),
+      replyPredictions: this.replyErr.length,
       preemptions: this.preemptions,
       hitMeasured: this.promptTokens > 0 ? this.cachedTokens / this.promptTokens : Number.NaN,
       hitPredicted: this.promptTokens > 0 ? this.predictedTokens / this.promptTokens : Number.NaN,

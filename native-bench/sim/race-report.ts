@@ -3,8 +3,9 @@
 // contender, seed and rate, figures rounded; nothing measured in wall or CPU time.
 // Thread: main. Formatting only.
 import type { Chain, OverloadRun, RacePlan, RaceResult } from './race.ts';
-import { SLO_ATTAINMENT_TARGET } from './race.ts';
-import { meanInterval } from './race-stats.ts';
+import { RATE_TOLERANCE, SLO_ATTAINMENT_TARGET } from './race.ts';
+import { meanInterval, pairedRatio } from './race-stats.ts';
+import { windowStartMs } from './workloads.ts';
 
 function round(x: number, digits: number): number {
   const f = 10 ** digits;
@@ -47,6 +48,48 @@ export function capacityRows(plan: RacePlan, chains: readonly Chain[]): Capacity
       ci95: m.ci95 ? [round(m.ci95[0], 2), round(m.ci95[1], 2)] : null, per_seed: per.map((x) => round(x, 2)),
     };
   });
+}
+
+export interface RatioRow {
+  policy: string;
+  admission: string;
+  vs: { policy: string; admission: string };
+  mean: number | null;
+  ci95: [number, number] | null;
+  per_seed: Array<number | null>;
+}
+
+const RATIO_POLICY = 'kv-aware';
+
+/** kv-aware under each of its admissions against every other contender: per-seed capacity ratios, paired. */
+export function ratioRows(plan: RacePlan, chains: readonly Chain[]): RatioRow[] {
+  const caps = (c: RacePlan['contenders'][number]): number[] =>
+    plan.seeds.map((seed) => chains.find((ch) => ch.contender === c && ch.seed === seed)!.capacityRps);
+  const rows: RatioRow[] = [];
+  for (const k of plan.contenders) {
+    if (k.policy !== RATIO_POLICY) continue;
+    const mine = caps(k);
+    for (const o of plan.contenders) {
+      if (o === k) continue;
+      const r = pairedRatio(mine, caps(o));
+      rows.push({
+        policy: k.policy, admission: k.admission, vs: { policy: o.policy, admission: o.admission },
+        mean: r.mean === null ? null : round(r.mean, 3), ci95: r.ci95 ? [round(r.ci95[0], 3), round(r.ci95[1], 3)] : null,
+        per_seed: r.perSeed.map((x) => (x === null ? null : round(x, 3))),
+      });
+    }
+  }
+  return rows;
+}
+
+/** Each seed's window of the trace, trace seconds (empty for seed-mix). */
+function traceWindows(plan: RacePlan): number[] {
+  const out: number[] = [];
+  for (const seed of plan.seeds) {
+    const ms = windowStartMs(plan.workload, seed);
+    if (ms !== null) out.push(round(ms / 1000, 1));
+  }
+  return out;
 }
 
 const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
@@ -101,10 +144,13 @@ export function raceJson(plan: RacePlan, r: RaceResult): string {
     seed: a.seed,
     pools: plan.capacities.map((c) => ({ id: c.pool, replicas: c.replicas, capacity_rps: round(c.capacityRps, 2) })),
     race: {
-      workload: plan.workloadSpec, pool: plan.pool.id, seeds: plan.seeds, minutes: a.minutes,
-      engine_error_pct: a.engineErrorPct, step_jitter_pct: a.stepJitterPct, slo_attainment_target: SLO_ATTAINMENT_TARGET,
+      workload: plan.workloadSpec, pool: plan.pool.id, seeds: plan.seeds, minutes: a.minutes, max_tokens: a.maxTokens,
+      trace_windows_s: traceWindows(plan), engine_bias_pct: a.engineBiasPct, engine_error_pct: a.engineErrorPct,
+      step_jitter_pct: a.stepJitterPct, batch_padding: a.batchPadding, bisection_tolerance: RATE_TOLERANCE,
+      slo_attainment_target: SLO_ATTAINMENT_TARGET,
     },
     slo_capacity: capacityRows(plan, r.chains),
+    ratios: ratioRows(plan, r.chains),
     overload: overloadRows(r.overload),
     runs: r.runs.map((o) => o.json),
   };
@@ -137,9 +183,11 @@ export function raceTables(plan: RacePlan, r: RaceResult): string {
   const base = rows.find((x) => x.policy === 'round-robin' && x.admission === 'native') ?? rows.find((x) => x.policy === 'round-robin');
   const lines = [
     `### SLO capacity: ${plan.workloadSpec} on pool ${plan.pool.id} (${plan.pool.replicas.length} × ${plan.pool.profile}), seeds ${plan.seeds.join(', ')}, ` +
-      `${a.minutes} simulated min per run, engines ±${a.engineErrorPct} % off their profile and ±${a.stepJitterPct} % per step, ${a.dispatchMs} ms from gateway to engine, kv-aware's prefix index ${plan.prefixIndex === 'events' ? 'fed by KV events' : 'approximate (no KV events)'}`,
+      `${a.minutes} simulated min per run, max_tokens ${a.maxTokens === 'caps' ? 'the clients\' caps' : 'the recorded length'}, engines' figures off the nominal by a shared ±${a.engineBiasPct} % draw, ` +
+      `each ±${a.engineErrorPct} % off that and ±${a.stepJitterPct} % per step, decode batches ${a.batchPadding ? '' : 'not '}padded to CUDA-graph sizes, ${a.dispatchMs} ms from gateway to engine, ` +
+      `kv-aware's prefix index ${plan.prefixIndex === 'events' ? 'fed by KV events' : 'approximate (no KV events)'}`,
     '',
-    `Highest offered rate with ≥ ${SLO_ATTAINMENT_TARGET * 100} % of requests within the SLO, bisected to within 3 %; mean over seeds with a 95 % Student-t interval.`,
+    `Highest offered rate with ≥ ${SLO_ATTAINMENT_TARGET * 100} % of requests within the SLO, bisected to within ${RATE_TOLERANCE * 100} % and the crossing interpolated; mean over seeds with a 95 % Student-t interval.`,
     '',
     `| policy | admission | SLO capacity rps | 95 % interval | per seed | × ${base ? `${base.policy} (${base.admission})` : '–'} | peak goodput rps | TTFT prediction error median / p90 | runs |`,
     '| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |',
@@ -153,6 +201,15 @@ export function raceTables(plan: RacePlan, r: RaceResult): string {
       `${predictionError(chains)} | ${chains.reduce((s, ch) => s + ch.runs.length, 0)} |`);
   }
   if (plan.missing.length > 0) lines.push('', `Not in this build's routing.policy schema, not run: ${plan.missing.join(', ')}.`);
+  const ratios = ratioRows(plan, r.chains);
+  if (ratios.length > 0) {
+    lines.push('', '### Paired ratios', '', 'kv-aware\'s SLO capacity over each contender\'s, per seed (the same requests and engines), mean and paired 95 % t-interval.', '',
+      '| kv-aware under | against | mean | 95 % interval | per seed |', '| --- | --- | ---: | --- | --- |');
+    for (const x of ratios) {
+      lines.push(`| ${x.admission} | ${x.vs.policy} (${x.vs.admission}) | ${fmt(x.mean, 2)} | ${x.ci95 ? `${x.ci95[0].toFixed(2)}–${x.ci95[1].toFixed(2)}` : '–'} | ` +
+        `${x.per_seed.map((v) => fmt(v, 2)).join(', ')} |`);
+    }
+  }
   const over = overloadRows(r.overload);
   if (over.length > 0) {
     lines.push('', '### Overload', '', 'Means over seeds; peak goodput = the best goodput of that seed\'s bisection runs that met the attainment target, best probe = of any of them; ' +

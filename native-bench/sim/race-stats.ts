@@ -89,6 +89,36 @@ export async function bisectCapacity(passes: (rate: number) => Promise<boolean>,
   return { lo, hi, tried };
 }
 
+/**
+ * Where attainment crosses `target` between a rate that passed (attainment `loAtt` ≥ target at `lo`) and one
+ * that failed (`hiAtt` < target at `hi`), linearly in attainment: the bisection's bracket read to better than
+ * its width, so per-seed figures are not quantised to its steps.
+ */
+export function crossing(lo: number, loAtt: number, hi: number, hiAtt: number, target: number): number {
+  if (!(loAtt >= target && hiAtt < target && hi > lo)) return lo;
+  return lo + ((hi - lo) * (loAtt - target)) / (loAtt - hiAtt);
+}
+
+export interface PairedRatio {
+  /** Per seed: a / b; null where b is 0 (no ratio). */
+  perSeed: Array<number | null>;
+  /** Mean of the per-seed ratios and its paired 95 % Student-t interval; null when a seed has no ratio. */
+  mean: number | null;
+  ci95: [number, number] | null;
+}
+
+/**
+ * The paired comparison of two contenders measured on the same seeds: the ratio at each seed (their
+ * requests and engines are the same there), its mean and t-interval over seeds.
+ */
+export function pairedRatio(a: readonly number[], b: readonly number[]): PairedRatio {
+  if (a.length !== b.length || a.length === 0) throw new RangeError('pairedRatio: the same non-empty seeds on both sides');
+  const perSeed = a.map((x, i) => (b[i]! > 0 ? x / b[i]! : null));
+  if (perSeed.some((r) => r === null)) return { perSeed, mean: null, ci95: null };
+  const m = meanInterval(perSeed as number[]);
+  return { perSeed, mean: m.mean, ci95: m.ci95 };
+}
+
 /** What goodputPeaks reads of a run. */
 export interface GoodputSample {
   goodput_rps: number;

@@ -11,18 +11,21 @@ import { UsageError } from './args.ts';
 import type { PoolCapacity } from './capacity.ts';
 import type { SimPool } from './fleet.ts';
 import { simPolicyNames } from './policies.ts';
-import { bisectCapacity, goodputPeaks } from './race-stats.ts';
+import { bisectCapacity, crossing, goodputPeaks } from './race-stats.ts';
 import { RunPool } from './run-pool.ts';
 import type { AdmissionMode, PrefixIndexMode, RunOutput, RunSpec } from './run-types.ts';
-import { checkPolicies, planPools } from './sweep.ts';
+import { checkPolicies, planPools, runSettings } from './sweep.ts';
 import { traceRps, type WorkloadKind } from './workloads.ts';
 
 /** The contract's race: these policies, in this order. */
 export const RACE_POLICIES = ['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo'] as const;
-/** kv-aware is Expediter's own policy: it has no other system's admission to run under. */
-const EXPEDITER_ONLY = new Set(['kv-aware']);
+/**
+ * Policies whose `native` admission is `none` or Expediter's own: kv-aware (Expediter's policy), the plain
+ * load balancers and SGLang's router with its defaults (no limiter). Their `none` row stands for native.
+ */
+const NO_NATIVE_OF_THEIR_OWN = new Set(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'sglang', 'random']);
 export const SLO_ATTAINMENT_TARGET = 0.9;
-export const RATE_TOLERANCE = 0.03;
+export const RATE_TOLERANCE = 0.01;
 /** Bracketing steps of 25 %: past the knee a run costs more (admission queues), so overshoot little. */
 const BRACKET_STEP = 1.25;
 /** 1.25^16 ≈ 35: from the computed capacity down to 3 % of it, or up to 35×. */
@@ -101,11 +104,11 @@ export function planRace(a: SweepArgs): RacePlan {
   for (const policy of wanted) {
     if (missing.includes(policy)) continue;
     for (const admission of a.admissions) {
-      if (admission === 'native' && EXPEDITER_ONLY.has(policy)) continue;
+      if (admission === 'native' && NO_NATIVE_OF_THEIR_OWN.has(policy)) continue;
       contenders.push({ policy, admission });
     }
   }
-  if (contenders.length === 0) throw new UsageError('--race: no policy and admission to run (kv-aware runs only under --admission expediter)');
+  if (contenders.length === 0) throw new UsageError('--race: no policy and admission to run (kv-aware, round robin, least-outstanding-tokens and sglang have no native admission but none)');
   const { fleet, workload, pools, capacities } = planPools(a);
   const pool = pools[0]!;
   const capacity = capacities[0]!;
@@ -145,7 +148,7 @@ export class RaceRunner {
     return {
       index: this.next++, fleet: a.fleet, workload: a.workload, pool: p.pool.id, policy: c.policy, ...rate,
       minutes: a.minutes, gateways: a.gateways, seed, retryShed: a.retryShed, kills: [], restarts: [],
-      admission: c.admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs, prefixIndex: a.prefixIndex,
+      admission: c.admission, ...runSettings(a),
     };
   }
 
@@ -174,9 +177,12 @@ export class RaceRunner {
     }, { start: p.start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS });
     // Seed-mix: the rate the workload was generated at (load × the pool's computed capacity), the same for
     // every policy at that point; what a window of it happens to offer varies with its bursts. A trace: the
-    // rate the compressed trace offered in the measured window (the same requests for every policy).
+    // rate the compressed trace offered in the measured window (the same requests for every policy). The
+    // capacity is where attainment crosses the target between the last passing and first failing rates.
     const lo = r.lo === null ? null : byRate.get(r.lo)!.json;
-    const capacityRps = lo === null ? 0 : lo.load !== null ? lo.load * p.capacity.capacityRps : lo.offered_rps;
+    const hi = r.hi === null ? null : byRate.get(r.hi)!.json;
+    const rpsOf = (j: RunOutput['json']): number => (j.load !== null ? j.load * p.capacity.capacityRps : j.offered_rps);
+    const capacityRps = lo === null ? 0 : hi === null ? rpsOf(lo) : crossing(rpsOf(lo), lo.slo_attainment, rpsOf(hi), hi.slo_attainment, SLO_ATTAINMENT_TARGET);
     const { peak, bestProbe } = goodputPeaks(runs.map((o) => o.json), SLO_ATTAINMENT_TARGET);
     return { contender: c, seed, runs, lo: r.lo, capacityRps, openAbove: r.hi === null, peakGoodputRps: peak, bestProbeGoodputRps: bestProbe };
   }

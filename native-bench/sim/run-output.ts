@@ -39,9 +39,12 @@ export function runJson(spec: RunSpec, f: RunFigures): RunJson {
     dispatch_ms: spec.dispatchMs,
     admitted_within_slo: round(f.admittedAnswered > 0 ? f.admittedMet / f.admittedAnswered : Number.NaN, 4),
     shed_at_arrival: f.shedAtArrival,
-    ...(f.ttftPredictions > 0
-      ? { ttft_prediction: { median_abs_error_pct: round(f.ttftPredErrP50 * 100, 1), p90_abs_error_pct: round(f.ttftPredErrP90 * 100, 1) } }
-      : {}),
+    trace_window_s: null,
+    max_tokens: spec.maxTokens,
+    ttft_prediction: f.ttftPredictions > 0 ? { median_abs_error_pct: round(f.ttftPredErrP50 * 100, 1), p90_abs_error_pct: round(f.ttftPredErrP90 * 100, 1) } : null,
+    reply_length_prediction: f.replyPredictions > 0
+      ? { median_abs_error_pct: round(f.replyPredErrP50 * 100, 1), p90_abs_error_pct: round(f.replyPredErrP90 * 100, 1) }
+      : null,
   };
 }
 
@@ -64,7 +67,7 @@ export function executeRun(spec: RunSpec): RunOutput {
   const state = simulateRun(spec);
   return {
     index: spec.index,
-    json: { ...runJson(spec, state.figures), prefix_index: state.prefixIndex },
+    json: { ...runJson(spec, state.figures), prefix_index: state.prefixIndex, trace_window_s: state.traceWindowS },
     simulatedRequests: state.simulatedRequests,
     cpuMs: threadCpuMs() - c0,
     failed: state.figures.failed,

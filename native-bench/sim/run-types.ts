@@ -1,15 +1,19 @@
 // One simulated run's inputs and outputs: what a sweep worker is handed and what it sends back (both plain
 // data, structured-clone safe). The output's fields are the contract's JSON run object plus the CPU cost.
 // Thread: any.
+import type { MaxTokensMode } from './traces.ts';
 
 export interface FaultSpec {
   replica: string;
   atS: number;
 }
 
-/** `native`: what the policy's own system does by default; `expediter`: the gateway's AdmissionController. */
-export type AdmissionMode = 'native' | 'expediter';
-export const ADMISSION_MODES: readonly AdmissionMode[] = ['native', 'expediter'];
+/**
+ * `none`: every request routed on arrival (the engines queue): routing alone; `native`: what the policy's own
+ * system does by default; `expediter`: the gateway's AdmissionController.
+ */
+export type AdmissionMode = 'none' | 'native' | 'expediter';
+export const ADMISSION_MODES: readonly AdmissionMode[] = ['none', 'native', 'expediter'];
 
 /** routing.prefix_index: what kv-aware's prefix index is fed from (the anchors' indexes are their own). */
 export type PrefixIndexMode = 'approximate' | 'events';
@@ -40,6 +44,12 @@ export interface RunSpec {
   engineErrorPct: number;
   /** Each engine step's duration scaled by a draw within ±this %. */
   stepJitterPct: number;
+  /** Every replica's step-time parameters × one draw within ±this %, shared by the pool (fixed per seed). */
+  engineBiasPct: number;
+  /** Decode-only steps costed as vLLM's CUDA-graph batch. */
+  batchPadding: boolean;
+  /** A trace's max_tokens: the clients' caps (`caps`) or the recorded output (`recorded`, hindsight). */
+  maxTokens: MaxTokensMode;
   /** Every replica's GPU KV blocks × this. */
   kvScale: number;
   /** Gateway → engine latency of each dispatch, ms. */
@@ -83,7 +93,20 @@ export interface RunJson {
    * Runs whose TTFT was predicted at dispatch (the GPU-time model's figure, else the policy's): |predicted −
    * measured| / measured in %, both from dispatch to first token.
    */
-  ttft_prediction?: { median_abs_error_pct: number | null; p90_abs_error_pct: number | null };
+  ttft_prediction: PredictionError | null;
+  /**
+   * Runs whose policy predicted each reply's length at dispatch (Decision.predictedReplyTokens): |predicted −
+   * produced| / produced in %, over measured requests that finished; null when the policy predicts none.
+   */
+  reply_length_prediction: PredictionError | null;
+  /** Where this run's window of a trace starts, trace seconds (null for seed-mix). */
+  trace_window_s: number | null;
+  max_tokens: MaxTokensMode;
+}
+
+export interface PredictionError {
+  median_abs_error_pct: number | null;
+  p90_abs_error_pct: number | null;
 }
 
 export interface RunOutput {

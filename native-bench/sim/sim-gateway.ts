@@ -23,6 +23,8 @@ import type { FleetView } from '../../src/router/types.ts';
 import type { MockEngine } from '../../test/mock-replica/engine/engine.ts';
 import type { VirtualClock } from '../../test/mock-replica/engine/clocks.ts';
 import type { SimPool } from './fleet.ts';
+import { AdmitAll } from './native-admission/admit-all.ts';
+import { equalTerms } from './equal-terms.ts';
 import { nativeAdmission } from './native-admission/index.ts';
 import type { NativeAdmission, SimAdmission } from './native-admission/types.ts';
 import { buildPolicy } from './policies.ts';
@@ -30,7 +32,7 @@ import type { AdmissionMode } from './run-types.ts';
 import type { SimKvEvents } from './sim-kv-events.ts';
 
 export interface SimGatewayOptions {
-  /** `native`: the routed system's own admission (native-admission/); `expediter`: the gateway's AdmissionController. */
+  /** `none`: every request routed on arrival; `native`: the routed system's own admission (native-admission/); `expediter`: the gateway's AdmissionController. */
   admission: AdmissionMode;
   /** `routing.prefix_index: events`: the run's exact index, which this gateway's index policies read. */
   kvEvents?: SimKvEvents | null;
@@ -99,7 +101,12 @@ export class SimGateway implements FleetView {
     this.router = events !== null ? events.router(cfg, this, this.gpu) : new Router(buildPolicy(cfg, this, this.gpu), this, null, null, this.gpu);
     this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);
-    const native = options.admission === 'native' ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile }) : null;
+    const native = options.admission === 'native'
+      ? nativeAdmission(this.router.policy, { fleet: this, router: this.router, clock, profile: pool.profile })
+      : options.admission === 'none' ? new AdmitAll(this.router) : null;
+    // Under Expediter's admission every ranked policy's pick is judged as kv-aware's own fit filter judges
+    // kv-aware's, on the events index when the engines publish events (equal-terms.ts).
+    if (native === null) this.router.setFitFirst(equalTerms(cfg, this, this.kv, this.gpu, pool.blockSize, events?.index ?? null));
     this.native = native;
     this.admission = native ?? new AdmissionController({
       fleet: this, kv: this.kv, gpu: this.gpu, router: this.router, clock,
@@ -149,46 +156,49 @@ export class SimGateway implements FleetView {
   // ---- registry poller -------------------------------------------------------------------------------
   /** One scrape of every replica, as the poller does each scrape_interval_ms. */
   scrape(fleet: EngineSlots): void {
+    for (let slot = 0; slot < this.trackers.length; slot++) this.scrapeSlot(fleet, slot);
+  }
+
+  /** One scrape of one replica (llm-d's per-pod refresh; scrape() does every replica in one tick). */
+  scrapeSlot(fleet: EngineSlots, slot: number): void {
     const nowMs = this.clock.now();
     const m = this.parsed;
-    for (let slot = 0; slot < this.trackers.length; slot++) {
-      const tracker = this.trackers[slot]!;
-      const engine = fleet.engines[slot];
-      let events: number;
-      if (!engine) {
-        events = tracker.onFailure(FAILURE_KIND.UNREACHABLE, 'connection refused', nowMs, this.downAfter);
-      } else {
-        const s = engine.counters();
-        m.running = s.running;
-        m.waiting = s.waiting;
-        m.kvUsage = s.kv_cache_usage_perc;
-        m.speaksV1 = true;
-        m.speaksLegacy = false;
-        m.numGpuBlocks = engine.config.numGpuBlocks;
-        m.blockSize = engine.config.blockSize;
-        m.loraEnabled = this.loraEnabled;
-        m.maxLoras = this.loraEnabled ? s.lora.max_lora : 0;
-        m.runningAdapters = this.loraEnabled ? s.lora.running_lora_adapters.join(',') : '';
-        m.waitingAdapters = this.loraEnabled ? s.lora.waiting_lora_adapters.join(',') : '';
-        m.preemptionsTotal = s.num_preemptions_total;
-        m.prefixQueriesTotal = s.prefix_cache_queries_total;
-        m.prefixHitsTotal = s.prefix_cache_hits_total;
-        m.promptTokensTotal = s.prompt_tokens_total;
-        m.generationTokensTotal = s.generation_tokens_total;
-        m.processStartSeconds = fleet.startSeconds[slot]!;
-        m.earliestCreatedSeconds = fleet.startSeconds[slot]!;
-        events = tracker.onGood(m, nowMs, 0);
-        // Half-open, as the poller: a good scrape gives a replica that data-plane failures took out another chance.
-        const dp = this.table.dataPlaneFailures(slot);
-        if (dp !== 0) this.table.clearDataPlaneFailuresIf(slot, dp);
-      }
-      this.table.write(slot, tracker.row);
-      if ((events & EVENT.RESTART) !== 0) {
-        // The gateway forgets what a restarted replica held (its prefix cache is empty).
-        this.restartsSeen++;
-        this.router.replicaReset(slot);
-        this.kv.reset(slot);
-      }
+    const tracker = this.trackers[slot]!;
+    const engine = fleet.engines[slot];
+    let events: number;
+    if (!engine) {
+      events = tracker.onFailure(FAILURE_KIND.UNREACHABLE, 'connection refused', nowMs, this.downAfter);
+    } else {
+      const s = engine.counters();
+      m.running = s.running;
+      m.waiting = s.waiting;
+      m.kvUsage = s.kv_cache_usage_perc;
+      m.speaksV1 = true;
+      m.speaksLegacy = false;
+      m.numGpuBlocks = engine.config.numGpuBlocks;
+      m.blockSize = engine.config.blockSize;
+      m.loraEnabled = this.loraEnabled;
+      m.maxLoras = this.loraEnabled ? s.lora.max_lora : 0;
+      m.runningAdapters = this.loraEnabled ? s.lora.running_lora_adapters.join(',') : '';
+      m.waitingAdapters = this.loraEnabled ? s.lora.waiting_lora_adapters.join(',') : '';
+      m.preemptionsTotal = s.num_preemptions_total;
+      m.prefixQueriesTotal = s.prefix_cache_queries_total;
+      m.prefixHitsTotal = s.prefix_cache_hits_total;
+      m.promptTokensTotal = s.prompt_tokens_total;
+      m.generationTokensTotal = s.generation_tokens_total;
+      m.processStartSeconds = fleet.startSeconds[slot]!;
+      m.earliestCreatedSeconds = fleet.startSeconds[slot]!;
+      events = tracker.onGood(m, nowMs, 0);
+      // Half-open, as the poller: a good scrape gives a replica that data-plane failures took out another chance.
+      const dp = this.table.dataPlaneFailures(slot);
+      if (dp !== 0) this.table.clearDataPlaneFailuresIf(slot, dp);
+    }
+    this.table.write(slot, tracker.row);
+    if ((events & EVENT.RESTART) !== 0) {
+      // The gateway forgets what a restarted replica held (its prefix cache is empty).
+      this.restartsSeen++;
+      this.router.replicaReset(slot);
+      this.kv.reset(slot);
     }
   }
 }

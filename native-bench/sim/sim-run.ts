@@ -19,7 +19,7 @@ import { Prng } from './prng.ts';
 import type { AdmissionMode, FaultSpec, RunSpec } from './run-types.ts';
 import { SimGateway } from './sim-gateway.ts';
 import { SimKvEvents } from './sim-kv-events.ts';
-import { makeWorkload, parseWorkload, runDurationMs } from './workloads.ts';
+import { makeWorkload, parseWorkload, runDurationMs, windowStartMs } from './workloads.ts';
 import type { SimRequest, Workload } from './workload-types.ts';
 
 /** Share of each run's simulated time whose requests and samples are not measured. */
@@ -38,6 +38,8 @@ export interface RunState {
   admission: string;
   /** routing.prefix_index the run's gateways had. */
   prefixIndex: GatewayConfig['routing']['prefix_index'];
+  /** Where the run's window of a trace starts, trace seconds; null for seed-mix. */
+  traceWindowS: number | null;
 }
 
 export interface SimOptions {
@@ -55,17 +57,26 @@ export interface SimOptions {
   warmupMs?: number;
   /** `native`: each gateway admits as the routed system does upstream (native-admission/); default expediter. */
   admission?: AdmissionMode;
-  /** Engines off their profile (RunSpec.engineErrorPct, stepJitterPct); default 0: the profile exactly. */
+  /** Engines off their profile (RunSpec.engineErrorPct, stepJitterPct, engineBiasPct); default 0: the profile exactly. */
   engineErrorPct?: number;
   stepJitterPct?: number;
+  engineBiasPct?: number;
+  /** Decode batches costed as vLLM's CUDA-graph batch (default false). */
+  batchPadding?: boolean;
   /** Gateway → engine latency of each dispatch, ms (default 0: the engine has it at the instant of dispatch). */
   dispatchMs?: number;
 }
 
-/** One replica's engine options: its own step-time draw, fixed by the run's seed and the replica's slot. */
-function slotEngineOptions(base: EngineOptions, seed: number, slot: number, errorPct: number, jitterPct: number): EngineOptions {
-  if (errorPct === 0 && jitterPct === 0) return base;
-  return { ...base, stepTimeNoise: { errorPct, jitterPct, seed: (Math.imul(seed, 0x01000193) ^ Math.imul(slot + 1, 0x9e3779b1)) >>> 0 } };
+/**
+ * One replica's engine options: the pool's shared bias (one draw per parameter, fixed by the run's seed) and
+ * its own step-time draw on top (fixed by the seed and the replica's slot).
+ */
+function slotEngineOptions(base: EngineOptions, seed: number, slot: number, errorPct: number, jitterPct: number, biasPct: number): EngineOptions {
+  if (errorPct === 0 && jitterPct === 0 && biasPct === 0) return base;
+  return {
+    ...base,
+    stepTimeNoise: { errorPct, jitterPct, seed: (Math.imul(seed, 0x01000193) ^ Math.imul(slot + 1, 0x9e3779b1)) >>> 0, biasPct, biasSeed: Math.imul(seed, 0x01000193) >>> 0 },
+  };
 }
 
 export class FleetSim implements RequestSink {
@@ -123,8 +134,9 @@ export class FleetSim implements RequestSink {
     const n = o.pool.replicas.length;
     const base: EngineOptions = {
       profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters], numGpuBlocks: o.pool.numGpuBlocks,
+      cudaGraphPadding: o.batchPadding === true,
     };
-    this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0));
+    this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0, o.engineBiasPct ?? 0));
     this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));
     this.kvEvents = SimKvEvents.forConfig(cfg, n, this.engines[0]!.config.numGpuBlocks);
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
@@ -133,7 +145,8 @@ export class FleetSim implements RequestSink {
     // One feed from every engine's block pool: the anchors' own event-fed indexes and, with
     // routing.prefix_index: events and kv-aware routing, the exact index it reads.
     for (const gw of this.gateways) if (gw.kvEvents !== null) this.kvFeed.subscribe(gw.kvEvents);
-    if (this.kvEvents !== null && SimKvEvents.readBy(cfg.routing.policy)) this.kvFeed.subscribe(this.kvEvents);
+    // Under Expediter's admission every policy's pick is judged on that index (equal-terms.ts).
+    if (this.kvEvents !== null && (SimKvEvents.readBy(cfg.routing.policy) || this.admissionMode === 'expediter')) this.kvFeed.subscribe(this.kvEvents);
     for (let slot = 0; slot < n; slot++) this.attachEngine(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
     // only after the first scrape of every replica).
@@ -177,6 +190,7 @@ export class FleetSim implements RequestSink {
       simulatedRequests: this.simulated,
       restartsSeen,
       prefixIndex: this.prefixIndex,
+      traceWindowS: null,
       admission: `${this.admissionMode}: ${this.gateways[0]!.native?.description ?? `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)`}${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
     };
   }
@@ -357,6 +371,9 @@ export class FleetSim implements RequestSink {
       const d = lr.decision;
       const p = Number.isFinite(d.gpuTtftMs) ? d.gpuTtftMs : d.predictedTtftMs;
       if (!Number.isNaN(lr.firstTokenMs)) m.recordPrediction(p, lr.firstTokenMs - lr.dispatchMs);
+      // The reply's length as the policy predicted it at dispatch (reply_length_prediction), against what the
+      // engine produced: only replies that ended on their own (a cut stream's length is not the reply's).
+      if (finished) m.recordReplyPrediction(d.predictedReplyTokens, lr.tokens);
     }
   }
 
@@ -390,12 +407,18 @@ export function simulateRun(spec: RunSpec): RunState {
   const wk = parseWorkload(spec.workload);
   const durationMs = runDurationMs(wk, spec.minutes, spec.traceSpeed);
   // The workload's seed depends on the pool, not the policy: every policy at a load point sees the same requests.
-  const workload = makeWorkload(wk, pool, { rps: spec.offeredRps ?? 0, speed: spec.traceSpeed, durationMs, seed: spec.seed * 1000 + poolIndex });
+  // A trace's window and its clients' caps depend on the seed alone: every contender at a seed replays the same.
+  const workload = makeWorkload(wk, pool, {
+    rps: spec.offeredRps ?? 0, speed: spec.traceSpeed, durationMs, seed: spec.seed * 1000 + poolIndex, traceSeed: spec.seed, maxTokens: spec.maxTokens,
+  });
   const sim = new FleetSim({
     pool, fleet, policy: spec.policy, workload, durationMs, gateways: spec.gateways, seed: spec.seed,
     retryShed: spec.retryShed, kills: spec.kills, restarts: spec.restarts,
-    admission: spec.admission, engineErrorPct: spec.engineErrorPct, stepJitterPct: spec.stepJitterPct,
-    dispatchMs: spec.dispatchMs,
+    admission: spec.admission, engineErrorPct: spec.engineErrorPct, stepJitterPct: spec.stepJitterPct, engineBiasPct: spec.engineBiasPct,
+    batchPadding: spec.batchPadding, dispatchMs: spec.dispatchMs,
   });
-  return sim.run();
+  const state = sim.run();
+  const start = windowStartMs(wk, spec.seed);
+  state.traceWindowS = start === null ? null : Math.round(start) / 1000;
+  return state;
 }

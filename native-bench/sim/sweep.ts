@@ -47,11 +47,19 @@ export function planPools(a: SweepArgs): Omit<SweepPlan, 'specs'> {
   const capacities = pools.map((pool) => {
     // Seeded by the pool's place in the fleet, so --pool gives the same capacity as a whole-fleet sweep.
     const sample = wk.kind === 'seed-mix'
-      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.findIndex((x) => x.id === pool.id) })
-      : makeWorkload(wk, pool, { rps: 0, speed: 1, durationMs: Infinity, seed: a.seed });
+      ? makeWorkload(wk, pool, { rps: CAPACITY_SAMPLE_RPS, speed: 1, durationMs: CAPACITY_SAMPLE_MS, seed: a.seed * 1000 + 500 + fleet.pools.findIndex((x) => x.id === pool.id), traceSeed: a.seed, maxTokens: a.maxTokens })
+      : makeWorkload(wk, pool, { rps: 0, speed: 1, durationMs: Infinity, seed: a.seed, traceSeed: a.seed, maxTokens: a.maxTokens });
     return poolCapacity(pool, sample, headroom);
   });
   return { fleet, workload: wk, pools, capacities };
+}
+
+/** What every run of a sweep or race shares from the flags: the engines, the hop, the index, the clients' caps. */
+export function runSettings(a: SweepArgs): Pick<RunSpec, 'engineErrorPct' | 'stepJitterPct' | 'engineBiasPct' | 'batchPadding' | 'maxTokens' | 'kvScale' | 'dispatchMs' | 'prefixIndex'> {
+  return {
+    engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, engineBiasPct: a.engineBiasPct, batchPadding: a.batchPadding,
+    maxTokens: a.maxTokens, kvScale: a.kvScale, dispatchMs: a.dispatchMs, prefixIndex: a.prefixIndex,
+  };
 }
 
 /** Throws a UsageError naming the first policy the simulator does not have. */
@@ -90,7 +98,7 @@ export function planSweep(a: SweepArgs): SweepPlan {
             index: specs.length, fleet: a.fleet, workload: a.workload, pool: pool.id, policy, ...pt,
             minutes: a.minutes, gateways: a.gateways, seed: a.seed, retryShed: a.retryShed,
             kills: a.kills.filter(inPool), restarts: a.restarts.filter(inPool),
-            admission, engineErrorPct: a.engineErrorPct, stepJitterPct: a.stepJitterPct, kvScale: a.kvScale, dispatchMs: a.dispatchMs, prefixIndex: a.prefixIndex,
+            admission, ...runSettings(a),
           });
         }
       }

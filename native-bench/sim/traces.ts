@@ -9,6 +9,7 @@
 // first time a run replays its record and kept for the thread's later runs (a race replays the same records
 // dozens of times; Mooncake's ~1,000 chained hashes a prompt were a tenth of a run's CPU): up to ~35 MB for
 // the whole Mooncake trace, nothing per request after that.
+import { fmix32 } from '../../src/util/fmix32.ts';
 import { chain53 } from './prng.ts';
 import { forEachLine } from './trace-lines.ts';
 import type { PoolShape, SimRequest, Workload } from './workload-types.ts';
@@ -152,9 +153,9 @@ function replyChain(prompt: Float64Array, promptTokens: number, outputTokens: nu
   return out;
 }
 
-/** A record's hashes as last computed, with the lengths and block size they were computed for. */
+/** A record's hashes as last computed, with the key, lengths and block size they were computed for. */
 interface Expanded {
-  seq: number;
+  key: number;
   prompt: number;
   output: number;
   blockSize: number;
@@ -171,8 +172,63 @@ export function traceSpanMs(records: readonly TraceRecord[]): number {
 }
 
 /**
- * Replays records in timestamp order, times divided by `speed`, up to `durationMs`. Lengths are clipped to
- * what the pool accepts (prompt + output ≤ max model length); max_tokens is the recorded output length.
+ * One lap of a trace for a replay that wraps: its span plus one mean gap, so the first record of the next lap
+ * does not land on the last of this one.
+ */
+export function traceLapMs(records: readonly TraceRecord[]): number {
+  const span = traceSpanMs(records);
+  return records.length > 1 ? span + span / (records.length - 1) : span + 1000;
+}
+
+/** `caps`: what clients send (below); `recorded`: max_tokens = the recorded output (hindsight, for comparison only). */
+export type MaxTokensMode = 'caps' | 'recorded';
+export const MAX_TOKENS_MODES: readonly MaxTokensMode[] = ['caps', 'recorded'];
+/** The caps a capping client picks from (uniformly, among those ≥ the reply it will get; the largest when none is). */
+export const CLIENT_CAPS = [256, 512, 1024, 2048, 4096, 8192] as const;
+/** Share of clients that send no max_tokens (the engine then allows the context left after the prompt). */
+export const NO_CAP_SHARE = 0.5;
+
+/**
+ * The max_tokens a client sends for a reply of `output` tokens after `prompt` on a pool of `maxModelLen`, from
+ * two uniform draws: none (the context left) with probability NO_CAP_SHARE, else a cap of CLIENT_CAPS at least
+ * `output` (8192 when none is: that reply is cut there). Never more than the context left.
+ */
+export function clientMaxTokens(u: number, v: number, prompt: number, output: number, maxModelLen: number): number {
+  const left = maxModelLen - prompt;
+  if (u < NO_CAP_SHARE) return left;
+  let from = 0;
+  while (from < CLIENT_CAPS.length - 1 && CLIENT_CAPS[from]! < output) from++;
+  const cap = CLIENT_CAPS[from + Math.floor(v * (CLIENT_CAPS.length - from))]!;
+  return cap < left ? cap : left;
+}
+
+/** Uniform in [0, 1) from (seed, key, stream): the same for every run at one seed, whatever the rate. */
+function unit(seed: number, key: number, stream: number): number {
+  return fmix32((Math.imul(seed, 0x9e3779b1) ^ Math.imul(key + 1, 0x85ebca6b) ^ Math.imul(stream, 0xc2b2ae35)) >>> 0) / 4294967296;
+}
+
+/**
+ * Where seed `seed`'s window of a trace starts, in trace ms: uniform over one lap, so each seed replays its
+ * own stretch of the trace and every contender at that seed the same one.
+ */
+export function traceWindowStartMs(records: readonly TraceRecord[], seed: number): number {
+  const lap = traceLapMs(records);
+  return Math.round(unit(seed, 0x3a11, 7) * lap * 10) / 10;
+}
+
+export interface ReplayOptions {
+  /** Seeds the clients' max_tokens draws. */
+  seed: number;
+  maxTokens: MaxTokensMode;
+  /** Trace time the replay starts at (records before it come after the trace's end, on the next lap). */
+  windowStartMs: number;
+}
+
+/**
+ * Replays records in timestamp order from `windowStartMs` (wrapping to the trace's start past its end), times
+ * relative to the window's start divided by `speed`, up to `durationMs`. Lengths are clipped to what the
+ * pool accepts (prompt + output ≤ max model length). max_tokens is what a client sends (clientMaxTokens);
+ * the engine still ends the reply at its recorded length, as at an end-of-sequence token.
  */
 export class TraceWorkload implements Workload {
   readonly name: string;
@@ -180,24 +236,44 @@ export class TraceWorkload implements Workload {
   private readonly pool: PoolShape;
   private readonly speed: number;
   private readonly durationMs: number;
-  private i = 0;
+  private readonly replay: ReplayOptions;
+  private readonly lapMs: number;
+  /** Index of the next record and how many times the replay has wrapped. */
+  private i: number;
+  /** The window's first record: the replay ends when it comes round to it again. */
+  private readonly first: number;
+  private lap = 0;
+  private seq = 0;
   /** Records whose lengths were clipped to fit the pool. */
   clipped = 0;
 
-  constructor(name: string, records: readonly TraceRecord[], pool: PoolShape, speed: number, durationMs: number) {
+  constructor(name: string, records: readonly TraceRecord[], pool: PoolShape, speed: number, durationMs: number, replay: ReplayOptions = { seed: 1, maxTokens: 'caps', windowStartMs: 0 }) {
     this.name = name;
     this.records = records;
     this.pool = pool;
     this.speed = speed;
     this.durationMs = durationMs;
+    this.replay = replay;
+    this.lapMs = traceLapMs(records);
+    let i = 0;
+    while (i < records.length && records[i]!.atMs < replay.windowStartMs) i++;
+    this.i = i;
+    this.first = i;
   }
 
   next(): SimRequest | null {
-    const r = this.records[this.i];
-    if (!r) return null;
-    const atMs = r.atMs / this.speed;
-    if (atMs >= this.durationMs) return null;
-    const seq = this.i++;
+    const n = this.records.length;
+    if (n === 0) return null;
+    if (this.i >= n) {
+      this.i = 0;
+      this.lap++;
+    }
+    const index = this.i;
+    const r = this.records[index]!;
+    const atMs = (r.atMs + this.lap * this.lapMs - this.replay.windowStartMs) / this.speed;
+    if (atMs >= this.durationMs || this.lap > 1 || (this.lap > 0 && index >= this.first)) return null;
+    this.i++;
+    const seq = this.seq++;
     const max = this.pool.maxModelLen;
     let output = Math.max(1, Math.min(r.outputTokens, max - 1));
     let prompt = Math.max(1, r.inputTokens);
@@ -207,14 +283,23 @@ export class TraceWorkload implements Workload {
     }
     if (output !== r.outputTokens) this.clipped++;
     output = Math.max(1, output);
+    const key0 = index + this.lap * n;
+    const maxTokens = this.replay.maxTokens === 'recorded'
+      ? output
+      : clientMaxTokens(unit(this.replay.seed, key0, 1), unit(this.replay.seed, key0, 2), prompt, output, max);
+    // A reply longer than the client's cap ends at the cap (finish reason length), as the engine would end it.
+    if (output > maxTokens) output = maxTokens;
     const bs = this.pool.blockSize;
+    // A record's content is its own: keyed by its place in the trace (and the lap, a wrapped replay's second
+    // sight of it being another request), not by its place in this window, so every seed hashes it alike.
+    const key = key0;
     let e = expandedOf.get(r);
-    if (e === undefined || e.seq !== seq || e.prompt !== prompt || e.output !== output || e.blockSize !== bs) {
-      const blockHashes = r.hashIds ? expandHashIds(r.hashIds, prompt, bs) : distinctHashes(seq, prompt, bs);
-      e = { seq, prompt, output, blockSize: bs, blockHashes, replyHashes: replyChain(blockHashes, prompt, output, bs, seq) };
+    if (e === undefined || e.key !== key || e.prompt !== prompt || e.output !== output || e.blockSize !== bs) {
+      const blockHashes = r.hashIds ? expandHashIds(r.hashIds, prompt, bs) : distinctHashes(key, prompt, bs);
+      e = { key, prompt, output, blockSize: bs, blockHashes, replyHashes: replyChain(blockHashes, prompt, output, bs, key) };
       expandedOf.set(r, e);
     }
     const { blockHashes, replyHashes } = e;
-    return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens: output, blockHashes, replyHashes };
+    return { seq, atMs, adapter: null, promptTokens: prompt, outputTokens: output, maxTokens, blockHashes, replyHashes };
   }
 }

@@ -2,7 +2,7 @@
 // read once per thread and kept (a sweep replays the same file in every run).
 // Thread: the run's. Setup only.
 import { SeedMixWorkload } from './seed-mix.ts';
-import { readAzure, readMooncake, traceSpanMs, TraceWorkload, type TraceRecord } from './traces.ts';
+import { readAzure, readMooncake, traceSpanMs, traceWindowStartMs, TraceWorkload, type MaxTokensMode, type TraceRecord } from './traces.ts';
 import type { PoolShape, Workload } from './workload-types.ts';
 
 export type WorkloadKind = { kind: 'seed-mix' } | { kind: 'mooncake' | 'azure'; path: string };
@@ -41,7 +41,26 @@ export function runDurationMs(w: WorkloadKind, minutes: number, speed: number): 
   return Math.min(ms, traceSpanMs(traceRecords(w)) / speed + 1);
 }
 
-export function makeWorkload(w: WorkloadKind, pool: PoolShape, opts: { rps: number; speed: number; durationMs: number; seed: number }): Workload {
+/** Where seed `seed` starts replaying a trace, in trace ms (null for seed-mix, which is generated per seed). */
+export function windowStartMs(w: WorkloadKind, seed: number): number | null {
+  return w.kind === 'seed-mix' ? null : traceWindowStartMs(traceRecords(w), seed);
+}
+
+export interface WorkloadOptions {
+  rps: number;
+  speed: number;
+  durationMs: number;
+  /** Seeds the generated mix (seed-mix). */
+  seed: number;
+  /** The run's seed: a trace's window and its clients' max_tokens draws. */
+  traceSeed: number;
+  maxTokens: MaxTokensMode;
+}
+
+export function makeWorkload(w: WorkloadKind, pool: PoolShape, opts: WorkloadOptions): Workload {
   if (w.kind === 'seed-mix') return new SeedMixWorkload({ pool, rps: opts.rps, durationMs: opts.durationMs, seed: opts.seed });
-  return new TraceWorkload(`${w.kind}:${w.path}`, traceRecords(w), pool, opts.speed, opts.durationMs);
+  const records = traceRecords(w);
+  return new TraceWorkload(`${w.kind}:${w.path}`, records, pool, opts.speed, opts.durationMs, {
+    seed: opts.traceSeed, maxTokens: opts.maxTokens, windowStartMs: traceWindowStartMs(records, opts.traceSeed),
+  });
 }

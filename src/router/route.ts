@@ -12,6 +12,8 @@ import { SglangPolicy } from './policies/sglang.ts';
 import { DynamoPolicy } from './policies/dynamo.ts';
 import { PrefixIndex } from './prefix-index.ts';
 import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import type { FitFirst } from './fit-first.ts';
+import { isRanked, type RankedPolicy } from './ranking.ts';
 
 export type RouteResult =
   | { ok: true; slot: number; replicaId: string; decision: Decision }
@@ -65,6 +67,12 @@ export class Router {
   private readonly index: IndexSource | null;
   /** The GPU-time model admission predicts with: it learns from every policy's feedback. */
   readonly gpu: GpuTimeModel | null;
+  /**
+   * Expediter's admission on equal terms (fit-first.ts): a ranked policy's pick judged on the fleet's best
+   * prefix information and moved down its ranking when it does not fit; null: the policy's pick as is.
+   */
+  private fitFirst: FitFirst | null = null;
+  private ranked: RankedPolicy | null = null;
   /** Reused across calls: route() is synchronous, so one scratch array per router is safe. */
   private readonly eligible: number[] = [];
   private readonly resident: number[] = [];
@@ -79,6 +87,15 @@ export class Router {
     this.holds = holds;
     this.index = index;
     this.gpu = gpu;
+  }
+
+  /**
+   * Judge every pick of a ranked policy with `f` (the simulator's race under Expediter's admission). A policy
+   * that judges fit itself (kv-aware, not ranked) is unaffected.
+   */
+  setFitFirst(f: FitFirst | null): void {
+    this.fitFirst = f;
+    this.ranked = f !== null && isRanked(this.policy) ? this.policy : null;
   }
 
   /** Routes one request. The Decision is fresh per call (≈ 80 B): the pipeline keeps it for the feedback hooks. */
@@ -117,7 +134,8 @@ export class Router {
     const slot = this.policy.pick(req, pool, fleet, d);
     if (slot < 0) return { ok: false, reason: 'no_healthy_replica' };
     d.slot = slot;
-    return { ok: true, slot, replicaId: fleet.replica(slot).id, decision: d };
+    if (this.ranked !== null) this.fitFirst!.apply(this.ranked, req, pool, fleet, d);
+    return { ok: true, slot: d.slot, replicaId: fleet.replica(d.slot).id, decision: d };
   }
 
   dispatched(req: RouteRequest, d: Decision): void {

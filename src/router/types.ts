@@ -56,6 +56,16 @@ export class Decision {
   slot = -1;
   /** Blocks of the prompt the router believes the chosen replica holds (0 for policies that do not look). */
   cachedBlocks = 0;
+  /**
+   * What the policy's own index believed the chosen replica holds, when the router judged the pick on better
+   * information (fit-first.ts) and cachedBlocks carries that; −1: cachedBlocks is the policy's own.
+   */
+  policyCachedBlocks = -1;
+  /**
+   * The reply's length the policy predicted at dispatch, tokens; NaN when it predicts none. The simulator
+   * holds it against the reply's length (reply_length_prediction).
+   */
+  predictedReplyTokens = Number.NaN;
   promptBlocks = 0;
   /** Predicted time to first token on the chosen replica, ms; NaN when the policy does not predict. */
   predictedTtftMs = Number.NaN;
@@ -99,6 +109,8 @@ export class Decision {
   reset(): void {
     this.slot = -1;
     this.cachedBlocks = 0;
+    this.policyCachedBlocks = -1;
+    this.predictedReplyTokens = Number.NaN;
     this.promptBlocks = 0;
     this.predictedTtftMs = Number.NaN;
     this.kvAfter = Number.NaN;

@@ -14,6 +14,7 @@ import { BlockHolders } from '../anchors/block-holders.ts';
 import type { KvEventSink } from '../anchors/kv-event-sink.ts';
 import { CandidateTable } from '../candidate-table.ts';
 import { matchPrefix } from '../prefix-match.ts';
+import { rankTable, type RankedPolicy } from '../ranking.ts';
 import type { Decision, FleetView, RouteRequest, RoutingFeedback, RoutingPolicy } from '../types.ts';
 
 export interface AnchorIndexOptions {
@@ -22,7 +23,7 @@ export interface AnchorIndexOptions {
   capacity: 'scraped' | number;
 }
 
-export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback {
+export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback, RankedPolicy {
   abstract readonly name: string;
   readonly index: BlockHolders;
   /** Where KV events go for an event-fed policy; null for an approximate one. */
@@ -31,6 +32,11 @@ export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback {
   private readonly fromEvents: boolean;
   private readonly scrapedCapacity: boolean;
   private readonly capRow = new ReplicaRow();
+  /** The last pick's ranking key per table position (rankedBy), its direction and the position chosen. */
+  protected readonly rankKey: Float64Array;
+  private rankDescending = false;
+  private rankChosen = -1;
+  private readonly rankOrder: Int32Array;
 
   constructor(slots: number, o: AnchorIndexOptions) {
     this.fromEvents = o.feed === 'events';
@@ -39,6 +45,8 @@ export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback {
     const index = new BlockHolders(slots, fixed);
     this.index = index;
     this.table = new CandidateTable(slots);
+    this.rankKey = new Float64Array(slots);
+    this.rankOrder = new Int32Array(slots);
     this.kvEvents = this.fromEvents
       ? {
         stored: (slot, hash) => { index.store(slot, hash); },
@@ -62,6 +70,16 @@ export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback {
       }
     }
     return matchPrefix(this.index, req, eligible, fleet, this.table);
+  }
+
+  /** The last pick ranked its table's candidates by this.rankKey, best first by `descending`, and chose `chosen`. */
+  protected rankedBy(descending: boolean, chosen: number): void {
+    this.rankDescending = descending;
+    this.rankChosen = chosen;
+  }
+
+  ranking(slots: Int32Array, matched: Int32Array): number {
+    return rankTable(this.table, this.rankKey, this.rankDescending, this.rankChosen, slots, matched, this.rankOrder);
   }
 
   describe(_slot: number, _req: RouteRequest, _fleet: FleetView): string {

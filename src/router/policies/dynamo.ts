@@ -58,6 +58,8 @@ export class DynamoPolicy extends AnchorPolicy implements DynamoLoad {
       t.weight[i] = DYNAMO_DEFAULTS.prefillLoadScale * prefillBlocks + decodeBlocks;
     }
     const chosen = this.picker.pickMin(n, t.weight);
+    this.rankKey.set(t.weight.subarray(0, n));
+    this.rankedBy(false, chosen);
     out.slot = t.slot[chosen]!;
     out.cachedBlocks = t.matched[chosen]!;
     out.why = t.matched[chosen]! > 0 ? 'prefix' : 'policy';
@@ -70,7 +72,9 @@ export class DynamoPolicy extends AnchorPolicy implements DynamoLoad {
 
   override dispatched(slot: number, req: RouteRequest, d: Decision): void {
     const bs = this.blockSizes.get(req.poolId) ?? 16;
-    this.sequences.add(d, slot, req.blockHashes, dynamoNewTokens(req.promptTokens, d.cachedBlocks, bs));
+    // Its own overlap estimate, whatever the gateway judged the pick with (Decision.policyCachedBlocks).
+    const own = d.policyCachedBlocks >= 0 ? d.policyCachedBlocks : d.cachedBlocks;
+    this.sequences.add(d, slot, req.blockHashes, dynamoNewTokens(req.promptTokens, own, bs));
   }
 
   firstToken(_slot: number, _req: RouteRequest, d: Decision): void {

@@ -62,6 +62,8 @@ export class LlmdPolicy extends AnchorPolicy {
     this.kv.score(n, this.kvUsage, part);
     for (let i = 0; i < n; i++) total[i]! += LLMD_WEIGHTS.kv * part[i]!;
     const chosen = this.picker.pick(n, total);
+    this.rankKey.set(total.subarray(0, n));
+    this.rankedBy(true, chosen);
     out.slot = t.slot[chosen]!;
     out.cachedBlocks = t.matched[chosen]!;
     out.why = t.matched[chosen]! > 0 ? 'prefix' : 'policy';

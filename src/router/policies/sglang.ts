@@ -41,13 +41,19 @@ export class SglangPolicy extends AnchorPolicy {
     out.why = 'policy';
     const imbalanced = max - min > SGLANG_DEFAULTS.balanceAbsThreshold && max > SGLANG_DEFAULTS.balanceRelThreshold * min;
     const blocks = req.blockHashes.length;
+    const key = this.rankKey;
     if (!imbalanced && blocks > 0 && maxMatch / blocks > SGLANG_DEFAULTS.cacheThreshold) {
       chosen = -1;
       for (let i = 0; i < n; i++) {
         if (t.matched[i] === maxMatch && (chosen < 0 || t.inflight[i]! < t.inflight[chosen]!)) chosen = i;
+        // Ranked by match, then load (≤ 2^20 requests in flight on one worker).
+        key[i] = -t.matched[i]! * 1_048_576 + t.inflight[i]!;
       }
       out.why = 'prefix';
+    } else {
+      for (let i = 0; i < n; i++) key[i] = t.inflight[i]!;
     }
+    this.rankedBy(false, chosen);
     out.slot = t.slot[chosen]!;
     out.cachedBlocks = t.matched[chosen]!;
     return out.slot;

@@ -29,6 +29,8 @@ export class MockEngine {
   /** Per-step noise: ±jitter (a fraction) from `jitterRng`; 0 = none. */
   private readonly jitter: number;
   private readonly jitterRng: SeededRandom | null;
+  /** Decode-only steps cost their CUDA-graph batch (EngineOptions.cudaGraphPadding). */
+  private readonly padding: boolean;
   private readonly clock: Clock;
   private readonly pool: BlockPool;
   private readonly rec: StatsRecorder;
@@ -81,8 +83,11 @@ export class MockEngine {
     this.config = resolveConfig(opts);
     this.profile = PROFILES[this.config.profile];
     const noise = opts.stepTimeNoise;
-    // Two streams from one seed: the engine's parameters, then its per-step noise.
-    this.stepProfile = noise && noise.errorPct > 0 ? perturbedProfile(this.profile, noise.errorPct, new SeededRandom(Math.imul(noise.seed, 0x9e3779b1) ^ 0x51ed27)) : this.profile;
+    // The fleet's shared bias first (the same draw for every engine of one biasSeed), then two streams from
+    // the engine's own seed: its parameters, then its per-step noise.
+    const biased = noise && (noise.biasPct ?? 0) > 0 ? perturbedProfile(this.profile, noise.biasPct!, new SeededRandom(Math.imul(noise.biasSeed ?? 0, 0x27d4eb2f) ^ 0x1b873593)) : this.profile;
+    this.stepProfile = noise && noise.errorPct > 0 ? perturbedProfile(biased, noise.errorPct, new SeededRandom(Math.imul(noise.seed, 0x9e3779b1) ^ 0x51ed27)) : biased;
+    this.padding = opts.cudaGraphPadding === true;
     this.jitter = noise ? noise.jitterPct / 100 : 0;
     this.jitterRng = this.jitter > 0 ? new SeededRandom(Math.imul(noise!.seed, 0x85ebca6b) ^ 0x2545f491) : null;
     this.clock = clock;
@@ -288,7 +293,7 @@ export class MockEngine {
       this.waitForHeld(startMs);
       return;
     }
-    let durationMs = stepDurationMs(this.stepProfile, this.shape) * this.config.timeScale;
+    let durationMs = stepDurationMs(this.stepProfile, this.shape, this.padding) * this.config.timeScale;
     if (this.jitterRng !== null) durationMs *= 1 + this.jitter * (2 * this.jitterRng.next() - 1);
     this.stepEndMs = startMs + durationMs;
     this.stepTimer = this.clock.setTimer(this.stepEndMs - this.clock.now(), this.onStepEnd);

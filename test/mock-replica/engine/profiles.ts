@@ -104,13 +104,34 @@ export interface BatchShape {
   adaptersLoaded: number;
 }
 
-/** Step duration in profile milliseconds (multiply by the time scale to get clock milliseconds). */
-export function stepDurationMs(p: EngineProfile, b: BatchShape): number {
+/**
+ * Largest batch vLLM captures a CUDA graph for by default (max_cudagraph_capture_size = min(2 × max_num_seqs,
+ * 512)); the capture sizes are 1, 2, 4, then multiples of 8 (docs/vllm-facts.md "CUDA graphs").
+ */
+export const CUDA_GRAPH_MAX_CAPTURE = 512;
+
+/**
+ * The batch a decode step of `seqs` sequences runs as: the smallest CUDA-graph capture size ≥ seqs (1, 2, 4,
+ * then the next multiple of 8, up to 512); larger batches run eagerly, unpadded. The padded rows are computed
+ * and thrown away, so they cost what a sequence costs (perSeqMs) but read no KV.
+ */
+export function cudaGraphBatch(seqs: number): number {
+  if (seqs <= 2 || seqs > CUDA_GRAPH_MAX_CAPTURE) return seqs;
+  if (seqs <= 4) return 4;
+  return (seqs + 7) & ~7;
+}
+
+/**
+ * Step duration in profile milliseconds (multiply by the time scale to get clock milliseconds). `pad`: a
+ * decode-only step is costed as its CUDA-graph batch (cudaGraphBatch), as vLLM runs it.
+ */
+export function stepDurationMs(p: EngineProfile, b: BatchShape, pad = false): number {
   if (b.scheduledSeqs === 0) return 0;
   const prefillMs = ((b.prefillTokens + p.attentionCoef * b.attentionSquares) * 1000) / p.prefillTokensPerSecond;
+  const seqs = pad && b.prefillTokens === 0 ? cudaGraphBatch(b.scheduledSeqs) : b.scheduledSeqs;
   return p.fixedMs + p.weightReadMs
     + (p.kvReadMsPer1kTokens * b.contextTokens) / 1000
-    + p.perSeqMs * b.scheduledSeqs
+    + p.perSeqMs * seqs
     + prefillMs
     + p.adapterLoadMs * b.adaptersLoaded;
 }
@@ -168,8 +189,9 @@ export function resolveConfig(opts: EngineOptions): EngineConfig {
   const timeScale = opts.timeScale ?? 1;
   if (!(timeScale > 0 && timeScale <= 1)) throw new RangeError(`timeScale must be in (0, 1], got ${timeScale}`);
   const noise = opts.stepTimeNoise;
-  if (noise && !(noise.errorPct >= 0 && noise.errorPct < 100 && noise.jitterPct >= 0 && noise.jitterPct < 100)) {
-    throw new RangeError(`stepTimeNoise percentages must be in [0, 100), got ${noise.errorPct} and ${noise.jitterPct}`);
+  const bias = noise?.biasPct ?? 0;
+  if (noise && !(noise.errorPct >= 0 && noise.errorPct < 100 && noise.jitterPct >= 0 && noise.jitterPct < 100 && bias >= 0 && bias < 100)) {
+    throw new RangeError(`stepTimeNoise percentages must be in [0, 100), got ${noise.errorPct}, ${noise.jitterPct} and ${bias}`);
   }
   return Object.freeze({
     profile: profile.name,

@@ -30,12 +30,24 @@ export interface EngineOptions {
    * scaled by a fresh draw within ±jitterPct %; both from `seed`. Absent: the profile's figures, no noise.
    */
   stepTimeNoise?: StepTimeNoise;
+  /**
+   * Decode-only steps are costed as the CUDA-graph batch vLLM pads them to (profiles.ts cudaGraphBatch).
+   * Default false: the profile's figures for the batch as scheduled.
+   */
+  cudaGraphPadding?: boolean;
 }
 
 export interface StepTimeNoise {
   errorPct: number;
   jitterPct: number;
   seed: number;
+  /**
+   * A draw shared by every engine given the same biasSeed: each step-time parameter × one factor within
+   * ±biasPct % (how wrong a fleet's nominal figures are, for every replica of one GPU type at once), applied
+   * before the engine's own ±errorPct % draw. Absent or 0: none.
+   */
+  biasPct?: number;
+  biasSeed?: number;
 }
 
 export interface EngineRequestSpec {

@@ -17,7 +17,7 @@ function run(policy: string): { measured: number; predicted: number } {
       replicas: Array.from({ length: 8 }, (_, i) => ({ id: `8b-${i + 1}`, url: `http://8b-${i + 1}.sim:8000` })) }],
   }));
   const pool = fleet.pools[0]!;
-  const workload = makeWorkload(parseWorkload('seed-mix'), pool, { rps: 25, speed: 1, durationMs: DURATION_MS, seed: 3 });
+  const workload = makeWorkload(parseWorkload('seed-mix'), pool, { rps: 25, speed: 1, durationMs: DURATION_MS, seed: 3, traceSeed: 3, maxTokens: 'caps' });
   const f = new FleetSim({ pool, fleet, policy, workload, durationMs: DURATION_MS, gateways: 1, seed: 3 }).run().figures;
   return { measured: 100 * f.hitMeasured, predicted: 100 * f.hitPredicted };
 }

@@ -1,19 +1,21 @@
-// The race's plan: the contract's policies, each under each admission except kv-aware (Expediter's only),
-// one pool, seeds from --seed, and the bisection starting at the pool's computed capacity.
+// The race's plan: the contract's policies, each under no admission and Expediter's, the routed systems with
+// an admission of their own also under it; one pool, seeds from --seed, and the bisection starting at the
+// pool's computed capacity.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseArgs, UsageError } from '../../../native-bench/sim/args.ts';
 import { simPolicyNames } from '../../../native-bench/sim/policies.ts';
 import { planRace, RACE_POLICIES } from '../../../native-bench/sim/race.ts';
 
-test('a race runs every contract policy this build has, both admissions, kv-aware under Expediter\'s only', () => {
+test('a race runs every contract policy this build has under none and Expediter\'s admission, llm-d and dynamo also under their own', () => {
   const plan = planRace(parseArgs(['--race', '--fleet', 'demo', '--seed', '7']));
   const known = simPolicyNames();
+  const own = new Set(['llm-d', 'llm-d-precise', 'dynamo']);
   const expected = RACE_POLICIES.filter((p) => known.includes(p))
-    .flatMap((p) => (p === 'kv-aware' ? ['kv-aware/expediter'] : [`${p}/native`, `${p}/expediter`]));
+    .flatMap((p) => (own.has(p) ? [`${p}/none`, `${p}/native`, `${p}/expediter`] : [`${p}/none`, `${p}/expediter`]));
   assert.deepEqual(plan.contenders.map((c) => `${c.policy}/${c.admission}`), expected);
   assert.deepEqual(plan.missing, RACE_POLICIES.filter((p) => !known.includes(p)));
-  assert.deepEqual(plan.seeds, [7, 8, 9]);
+  assert.deepEqual(plan.seeds, [7, 8, 9, 10, 11]);
   assert.equal(plan.pool.id, '8b');
   assert.equal(plan.axis, 'load');
   assert.equal(plan.start, 1);
@@ -21,9 +23,9 @@ test('a race runs every contract policy this build has, both admissions, kv-awar
 });
 
 test('--admission narrows a race; an empty race is a usage error', () => {
-  const plan = planRace(parseArgs(['--race', '--fleet', 'demo', '--policies', 'round-robin,kv-aware', '--admission', 'native', '--seeds', '2']));
-  assert.deepEqual(plan.contenders.map((c) => `${c.policy}/${c.admission}`), ['round-robin/native']);
-  assert.deepEqual(plan.seeds, [1, 2]);
+  const plan = planRace(parseArgs(['--race', '--fleet', 'demo', '--policies', 'dynamo,kv-aware', '--admission', 'native', '--seeds', '2']));
+  assert.deepEqual(plan.contenders.map((c) => `${c.policy}/${c.admission}`), ['dynamo/native']);
+  assert.deepEqual(plan.seeds, [101, 102]);
   assert.throws(() => planRace(parseArgs(['--race', '--fleet', 'demo', '--policies', 'kv-aware', '--admission', 'native'])),
     (e: unknown) => e instanceof UsageError && /no policy and admission/.test(e.message));
   assert.throws(() => planRace(parseArgs(['--race', '--policies', 'best-effort'])), /unknown best-effort/);

@@ -32,15 +32,25 @@ test('flags parse into a sweep; bad flags are usage errors that name the flag', 
   for (const [argv, re] of bad) assert.throws(() => parseArgs(argv), (e: unknown) => e instanceof UsageError && re.test(e.message), argv.join(' '));
 });
 
-test('race flags: a race defaults to both admissions, a perturbed engine, KV events for kv-aware, 3 seeds and the workload\'s minutes', () => {
+test('race flags: a race defaults to every admission, a biased fleet of perturbed engines, KV events for kv-aware, clients\' caps, 5 seeds from 101 and the workload\'s minutes', () => {
   const r = parseArgs(['--race', '--workload', 'mooncake:/x.jsonl']);
   assert.equal(r.race, true);
-  assert.deepEqual(r.admissions, ['native', 'expediter']);
-  assert.equal(r.engineErrorPct, 20);
+  assert.deepEqual(r.admissions, ['none', 'native', 'expediter']);
+  assert.equal(r.engineBiasPct, 20);
+  assert.equal(r.engineErrorPct, 3);
   assert.equal(r.stepJitterPct, 10);
+  assert.equal(r.batchPadding, true);
+  assert.equal(r.maxTokens, 'caps');
   assert.equal(r.dispatchMs, 2);
   assert.equal(r.prefixIndex, 'events');
-  assert.equal(r.seeds, 3);
+  assert.equal(r.seeds, 5);
+  assert.equal(r.seed, 101, 'the race\'s seeds are not the tuning seeds 1-5');
+  assert.equal(parseArgs([]).seed, 1);
+  assert.equal(parseArgs([]).engineBiasPct, 0);
+  assert.equal(parseArgs(['--no-batch-padding']).batchPadding, false);
+  assert.equal(parseArgs(['--max-tokens', 'recorded']).maxTokens, 'recorded');
+  assert.throws(() => parseArgs(['--race', '--max-tokens', 'recorded']), (e: unknown) => e instanceof UsageError && /never a race/.test(e.message));
+  assert.throws(() => parseArgs(['--max-tokens', 'answers']), (e: unknown) => e instanceof UsageError && /--max-tokens takes caps or recorded/.test(e.message));
   assert.equal(r.minutes, 8);
   assert.equal(parseArgs(['--race']).minutes, 2);
   const s = parseArgs(['--admission', 'native', '--engine-error', '0', '--step-jitter', '5', '--kv-scale', '0.25']);

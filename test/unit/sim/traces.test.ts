@@ -1,13 +1,14 @@
 // The trace readers and replay: record counts and spans of the two public traces, Mooncake's hash-id
 // expansion (32 chained 16-token blocks per 512-token id, equal ids → equal blocks), Azure's distinct
-// prompts, time compression. Small inline files cover the formats; the public traces themselves are data
+// prompts, time compression, the clients' max_tokens, and each seed's window of the trace. Small inline files cover the formats; the public traces themselves are data
 // kept outside the repository: with SIM_TRACE_DIR naming a folder that holds them, their counts are checked.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { azureTimeMs, expandHashIds, readAzure, readMooncake, traceSpanMs, TraceWorkload } from '../../../native-bench/sim/traces.ts';
+import { azureTimeMs, CLIENT_CAPS, expandHashIds, readAzure, readMooncake, traceLapMs, traceSpanMs, TraceWorkload } from '../../../native-bench/sim/traces.ts';
+import { makeWorkload, parseWorkload, traceRecords, windowStartMs } from '../../../native-bench/sim/workloads.ts';
 import { forEachLine } from '../../../native-bench/sim/trace-lines.ts';
 import type { PoolShape } from '../../../native-bench/sim/workload-types.ts';
 
@@ -124,4 +125,90 @@ test('the public traces: counts, spans and Mooncake\'s block totals', { skip: !h
   const a = readAzure(join(traceDir, 'azure2023_code.csv'));
   assert.equal(a.length, 8819);
   assert.ok(Math.abs(traceSpanMs(a) / 60_000 - 57.3) < 0.1);
+});
+
+/** A Mooncake-format trace of `n` records a second apart, output lengths spread over 1..8,000 tokens. */
+function spreadTrace(name: string, n: number): string {
+  const lines: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const output = 1 + ((i * 7919) % 8000);
+    lines.push(JSON.stringify({ timestamp: i * 1000, input_length: 1000 + (i % 50) * 10, output_length: output, hash_ids: [i] }));
+  }
+  return fixture(name, lines);
+}
+
+test('max_tokens is what clients send: half none (the context left), half a cap of 256..8192 at least the reply; never the recorded length as such', () => {
+  const recs = readMooncake(spreadTrace('caps.jsonl', 4000));
+  const w = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 7, maxTokens: 'caps', windowStartMs: 0 });
+  let none = 0;
+  let capped = 0;
+  let equalToReply = 0;
+  const capsSeen = new Set<number>();
+  for (let r = w.next(); r !== null; r = w.next()) {
+    assert.ok(r.maxTokens >= r.outputTokens, `max_tokens ${r.maxTokens} below the reply's ${r.outputTokens}`);
+    if (r.maxTokens === pool.maxModelLen - r.promptTokens) none++;
+    else {
+      assert.ok((CLIENT_CAPS as readonly number[]).includes(r.maxTokens), `cap ${r.maxTokens}`);
+      capsSeen.add(r.maxTokens);
+      capped++;
+    }
+    if (r.maxTokens === r.outputTokens) equalToReply++;
+  }
+  assert.equal(none + capped, 4000);
+  assert.ok(Math.abs(none / 4000 - 0.5) < 0.04, `${none} of 4000 sent none`);
+  assert.deepEqual([...capsSeen].sort((a, b) => a - b), [...CLIENT_CAPS]);
+  assert.ok(equalToReply < 40, `${equalToReply} requests' max_tokens equal their reply's length`);
+  // A reply longer than every cap: a capping client's 8192 cuts it there; a client that sent none gets it whole.
+  const longRecs = readMooncake(fixture('long-reply.jsonl', Array.from({ length: 40 }, (_, i) => `{"timestamp": ${i}, "input_length": 100, "output_length": 9000, "hash_ids": [${i}]}`)));
+  const long = new TraceWorkload('m', longRecs, pool, 1, Infinity, { seed: 7, maxTokens: 'caps', windowStartMs: 0 });
+  for (let r = long.next(); r !== null; r = long.next()) {
+    assert.ok(r.maxTokens === 8192 ? r.outputTokens === 8192 : r.maxTokens === pool.maxModelLen - 100 && r.outputTokens === 9000);
+  }
+  // --max-tokens recorded is the hindsight the race no longer has.
+  const rec = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 7, maxTokens: 'recorded', windowStartMs: 0 });
+  for (let r = rec.next(); r !== null; r = rec.next()) assert.equal(r.maxTokens, r.outputTokens);
+  // The same seed draws the same caps; another seed other ones.
+  const again = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 7, maxTokens: 'caps', windowStartMs: 0 });
+  const other = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 8, maxTokens: 'caps', windowStartMs: 0 });
+  const w2 = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 7, maxTokens: 'caps', windowStartMs: 0 });
+  let same = 0;
+  for (let i = 0; i < 200; i++) {
+    const a = again.next()!;
+    const b = w2.next()!;
+    assert.equal(a.maxTokens, b.maxTokens);
+    if (other.next()!.maxTokens === a.maxTokens) same++;
+  }
+  assert.ok(same < 150, `seed 8 drew ${same} of 200 caps as seed 7 did`);
+});
+
+test('each seed replays its own window of a trace, wrapping past its end; every run at that seed replays the same one', () => {
+  const path = spreadTrace('windows.jsonl', 600);
+  const wk = parseWorkload(`mooncake:${path}`);
+  const recs = traceRecords(wk);
+  const starts = [1, 2, 3, 4, 5].map((s) => windowStartMs(wk, s)!);
+  assert.equal(new Set(starts).size, 5, `windows ${starts.join(', ')}`);
+  assert.ok(starts.every((s) => s >= 0 && s < traceLapMs(recs)));
+  const opts = (seed: number, speed: number) => ({ rps: 0, speed, durationMs: 120_000, seed: seed * 1000, traceSeed: seed, maxTokens: 'caps' as const });
+  const firstPrompts = (seed: number, speed = 1): string => {
+    const w = makeWorkload(wk, pool, opts(seed, speed));
+    const out: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = w.next()!;
+      out.push(`${r.promptTokens}:${r.blockHashes[0]}`);
+    }
+    return out.join(',');
+  };
+  assert.notEqual(firstPrompts(1), firstPrompts(2), 'two seeds replay different windows');
+  assert.equal(firstPrompts(3), firstPrompts(3), 'one seed replays one window');
+  assert.equal(firstPrompts(3, 1), firstPrompts(3, 2), 'at any speed: every contender at a seed replays the same window');
+  // A window that starts near the end wraps to the trace's start, a mean gap after its last record.
+  const late = new TraceWorkload('m', recs, pool, 1, Infinity, { seed: 1, maxTokens: 'caps', windowStartMs: 599_000 });
+  const a = late.next()!;
+  const b = late.next()!;
+  assert.equal(a.atMs, 0);
+  assert.equal(b.atMs, 1000);
+  assert.equal(b.blockHashes[0], expandHashIds([0], 1000, 16)[0], 'the trace\'s first record comes next');
+  let n = 2;
+  while (late.next() !== null) n++;
+  assert.equal(n, 600, 'a window replays each record once');
 });
