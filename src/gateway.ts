@@ -75,7 +75,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     await registry.close();
     throw err;
   }
-  const tokenizer = await createTokenizeStage(cfg, metrics);
+  const tokenizer = await createTokenizeStage(cfg, metrics, (obj, msg) => log.warn(obj, msg));
   const upstream = new UpstreamClient(cfg.upstream);
   const usage = UsageRecorder.fromConfig(cfg);
   // One prefix index for the gateway's life: a reload rebuilds the policy, not what the fleet has cached.

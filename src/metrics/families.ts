@@ -52,6 +52,9 @@ export function defineFamilies(reg: Registry) {
       'Configuration reloads (SIGHUP or a changed file) by result: applied, or rejected (the running config kept).', ['result']),
     listenPauses: counter('gateway_listen_pauses_total',
       'Times a listen socket was closed because the process had no file descriptor left (it listens again once some are free).', []),
+    templateFallback: counter('gateway_template_fallback_total',
+      "Chat requests served on a token estimate because the pool's chat template could not be rendered as vLLM renders it, by pool and reason (unsupported, python_error, render_error, media_estimate).",
+      ['pool', 'reason']),
     retries: counter('gateway_retries_total',
       'Upstream attempts retried (before the first token), by pool and failure kind.', ['pool', 'kind']),
   };

@@ -26,6 +26,7 @@ export type { MetricSources } from './scrape-gauges.ts';
 
 /** Label values of gateway_routing_why_total: routing.policy's names and the router's `why` values. */
 const POLICY_NAMES: ReadonlySet<string> = new Set(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']);
+const TEMPLATE_FALLBACK_REASONS: ReadonlySet<string> = new Set(['unsupported', 'python_error', 'render_error', 'media_estimate']);
 const ROUTE_WHYS: ReadonlySet<string> = new Set(['prefix', 'cold', 'load-bound', 'headroom', 'adapter', 'policy']);
 export type { MetricsSnapshot } from './worker-metrics.ts';
 
@@ -225,6 +226,12 @@ export class GatewayMetrics {
 
   retry(pool: string, kind: string): void {
     this.b.retryChild(pool, kind).inc();
+  }
+
+  /** A chat prompt counted on an estimate (src/tokenize/jinja-template.ts); rare, so a label lookup is fine. */
+  templateFallback(pool: string, reason: string): void {
+    const label = TEMPLATE_FALLBACK_REASONS.has(reason) ? reason : 'other';
+    this.f.templateFallback.labels(this.b.pools.values[this.b.pools.index(pool)]!, label).inc();
   }
 
   upstreamError(kind: UpstreamErrorKind): void {

@@ -86,6 +86,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     return tokenizeFailed(ctx, parsed, err);
   }
   if (halted(ctx, [])) return;
+  if (prompt.estimated !== undefined && prompt.estimated !== null) templateFallback(svc, target.pool.id, prompt.estimated);
   ctx.inputTokens = prompt.promptTokens;
   const maxTokens = checkContext(ctx, parsed, target.pool, prompt.promptTokens);
   if (maxTokens === null) return;
@@ -152,7 +153,7 @@ function resolve(svc: Services, ctx: RequestContext, parsed: ParsedBody, tenant:
 /** What the tokenizer encodes: the chat messages (and tools) or the completion prompt, on the target's pool. */
 function promptWork(parsed: ParsedBody, target: ModelTarget): Parameters<Services['tokenizer']['tokenize']>[0] {
   return parsed.messages !== null
-    ? { pool: target.pool, kind: 'chat', messages: parsed.messages, tools: parsed.tools, adapter: target.adapter }
+    ? { pool: target.pool, kind: 'chat', messages: parsed.messages, tools: parsed.tools, chat: parsed.chat ?? null, adapter: target.adapter }
     : { pool: target.pool, kind: 'completion', prompt: parsed.prompt!, adapter: target.adapter };
 }
 
@@ -162,6 +163,21 @@ function promptWork(parsed: ParsedBody, target: ModelTarget): Parameters<Service
  */
 function tokenizeSignal(svc: Services, ctx: RequestContext, parsed: ParsedBody): AbortSignal | undefined {
   return promptChars(parsed) > svc.cfg.tokenizer.inline_max_chars ? ctx.signal() : undefined;
+}
+
+/** (pool, reason) pairs this thread has logged: a template that cannot be rendered is logged once, not per request. */
+const fallbacksLogged = new Set<string>();
+
+/**
+ * The prompt was counted on an estimate because the pool's template could not be rendered as vLLM renders it:
+ * the request is served (vLLM renders for itself), counted, and logged once per pool and reason.
+ */
+function templateFallback(svc: Services, pool: string, reason: string): void {
+  svc.metrics?.templateFallback?.(pool, reason);
+  const key = `${pool}\u0000${reason}`;
+  if (fallbacksLogged.has(key)) return;
+  fallbacksLogged.add(key);
+  svc.log.warn({ component: 'tokenize', pool, reason }, 'chat template not rendered as vLLM renders it: requests are routed on a token estimate (logged once per pool and reason; see gateway_template_fallback_total)');
 }
 
 /** Tokenization failed: the client left or shutdown gave up (the abort), or the template refused the prompt (400). */

@@ -5,7 +5,7 @@
 // a UTF-8 check of the bytes (~0.4 µs), a scan for surrogate escapes, and a nesting-depth walk of the parsed object (~0.8 µs) for that body.
 import { isUtf8 } from 'node:buffer';
 import type { Rejection } from '../errors/rejection.ts';
-import type { ChatMessage } from '../tokenize/types.ts';
+import type { ChatMessage, ChatOptions } from '../tokenize/types.ts';
 import { parseResponsesFields } from './parse-responses.ts';
 
 export type Route = 'chat' | 'completions' | 'responses';
@@ -28,6 +28,8 @@ export interface ParsedBody {
   messages: ChatMessageIn[] | null;
   /** The request's tools (they change the Llama 3.1 prompt), or null. */
   tools: unknown[] | null;
+  /** Chat only: add_generation_prompt, continue_final_message, chat_template_kwargs (vLLM's request fields). */
+  chat?: ChatOptions | null;
   prompt: string | number[] | null;
   /** POST /v1/responses only: what the conversation is rendered from (`messages` is set from it later). */
   responses: ResponsesFields | null;
@@ -43,6 +45,26 @@ export interface ResponsesFields {
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'ipython', 'function']);
+
+/** vLLM's chat-template request fields, checked as its request model checks them. */
+function chatOptions(body: Record<string, unknown>): ChatOptions | Rejection {
+  const out: ChatOptions = {};
+  for (const [field, key] of [['add_generation_prompt', 'addGenerationPrompt'], ['continue_final_message', 'continueFinalMessage']] as const) {
+    const v = body[field];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'boolean') return invalid(field, `${field} must be a boolean`);
+    out[key] = v;
+  }
+  if (out.continueFinalMessage === true && out.addGenerationPrompt !== false) {
+    return invalid('continue_final_message', 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.');
+  }
+  const kwargs = body.chat_template_kwargs;
+  if (kwargs !== undefined && kwargs !== null) {
+    if (typeof kwargs !== 'object' || Array.isArray(kwargs)) return invalid('chat_template_kwargs', 'chat_template_kwargs must be an object');
+    out.templateKwargs = kwargs as Record<string, unknown>;
+  }
+  return out;
+}
 
 export function invalid(param: string, message: string): Rejection {
   return { code: 'invalid_value', param, message };
@@ -165,19 +187,25 @@ export function parseBody(route: Route, bytes: Buffer): ParsedBody | Rejection {
       if (content === undefined || content === null) {
         if (role !== 'assistant') return invalid(`messages[${i}].content`, 'content is required');
       } else if (Array.isArray(content)) {
+        // Each part's type and payload are checked as vLLM's parser checks them, when the prompt is rendered
+        // (src/tokenize/chat-messages.ts): text, input_text, refusal, image parts, ...
         for (let j = 0; j < content.length; j++) {
-          const part = content[j] as Record<string, unknown> | null;
-          if (part === null || typeof part !== 'object' || part.type !== 'text' || typeof part.text !== 'string') {
-            return invalid(`messages[${i}].content[${j}]`, 'only text content parts are supported');
+          const part = content[j] as unknown;
+          if (part === null || (typeof part !== 'object' && typeof part !== 'string') || Array.isArray(part)) {
+            return invalid(`messages[${i}].content[${j}]`, 'each content part must be an object');
           }
+          const p = part as Record<string, unknown>;
+          if ((p.type === 'text' || p.type === 'input_text') && typeof p.text !== 'string') return invalid(`messages[${i}].content[${j}]`, 'a text part needs a string text');
         }
       } else if (typeof content !== 'string') {
-        return invalid(`messages[${i}].content`, 'content must be a string or an array of text parts');
+        return invalid(`messages[${i}].content`, 'content must be a string or an array of content parts');
       }
     }
     const tools = body.tools;
     if (tools !== undefined && tools !== null && !Array.isArray(tools)) return invalid('tools', 'tools must be an array');
-    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], tools: (tools as unknown[] | undefined) ?? null, prompt: null, responses: null };
+    const chat = chatOptions(body);
+    if ('code' in chat) return chat;
+    return { raw: body, model, stream: stream === true, includeUsage, maxTokens, n, messages: msgs as ChatMessageIn[], tools: (tools as unknown[] | undefined) ?? null, chat, prompt: null, responses: null };
   }
   let prompt = body.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string') prompt = prompt[0];

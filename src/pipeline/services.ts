@@ -8,6 +8,7 @@ import type { Router } from '../router/route.ts';
 import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
 import type { ReplyHashRequest } from '../tokenize/prompt-tokenizer.ts';
+import type { ChatOptions } from '../tokenize/types.ts';
 import type { ModelCatalog } from './model-catalog.ts';
 import type { StallWatch } from './stall-watch.ts';
 import type { ResponseOwners } from './response-owners.ts';
@@ -28,9 +29,9 @@ export interface AuthStage {
 
 export interface TokenizeStage {
   tokenize(
-    req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; tools?: unknown[] | null; prompt?: string | number[]; adapter: string | null },
+    req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; tools?: unknown[] | null; chat?: ChatOptions | null; prompt?: string | number[]; adapter: string | null },
     signal?: AbortSignal,
-  ): Promise<{ promptTokens: number; blockHashes: Float64Array; tailTokens?: Uint32Array }>;
+  ): Promise<{ promptTokens: number; blockHashes: Float64Array; tailTokens?: Uint32Array; estimated?: string | null }>;
   /**
    * A finished reply's block hashes, continuing its prompt's chain (src/tokenize/reply-hashes.ts). Absent:
    * the routing policy never learns replies.
@@ -52,6 +53,8 @@ export interface MetricsStage {
   quota(result: QuotaResult): void;
   routed(policy: string, replica: string, why?: string): void;
   retry(pool: string, kind: string): void;
+  /** A chat prompt counted on an estimate because its template could not be rendered as vLLM renders it. */
+  templateFallback?(pool: string, reason: string): void;
   upstreamError(kind: UpstreamErrorKind): void;
   cancelled(phase: CancelPhase, latencySeconds: number): void;
 }

@@ -21,6 +21,7 @@ import { blockHashes, blockHashesOfParts } from './block-hash.ts';
 import { ByteLru, ENTRY_OVERHEAD_BYTES } from './byte-lru.ts';
 import { SegmentCache } from './segment-cache.ts';
 import { fmix32 } from '../util/fmix32.ts';
+import { estimateOf } from './jinja-template.ts';
 import { renderPromptSegments } from './prompt-template.ts';
 import { completionPromptTokens, concatTokens } from './prompt.ts';
 import { getTokenizer } from './tokenizer.ts';
@@ -43,7 +44,7 @@ export class CachedPromptEncoder {
 
   /** The chat template's segments for `work` (pass them back to encode() to avoid rendering twice). */
   render(work: PromptWork): string[] {
-    return renderPromptSegments(work.template, work.messages ?? [], work.tools ?? null, getTokenizer(work.tokenizer));
+    return renderPromptSegments(work.template, work.messages ?? [], work.tools ?? null, getTokenizer(work.tokenizer), work.chat ?? null);
   }
 
   /**
@@ -78,12 +79,21 @@ export class CachedPromptEncoder {
     if (work.kind === 'completion') {
       const tokens = completionPromptTokens(getTokenizer(work.tokenizer), work.prompt ?? '', shouldStop);
       const tailStart = tokens.length - (tokens.length % work.blockSize);
-      return { promptTokens: tokens.length, blockHashes: blockHashes(tokens, work.blockSize, work.adapter), tailTokens: tokens.slice(tailStart) };
+      return { promptTokens: tokens.length, blockHashes: blockHashes(tokens, work.blockSize, work.adapter), tailTokens: tokens.slice(tailStart), estimated: null };
     }
-    const { parts, blockHashes: hashes } = this.encodeChat(work, shouldStop, segments ?? this.render(work));
+    const texts = segments ?? this.render(work);
+    const estimate = estimateOf(texts);
+    if (estimate !== undefined) {
+      // Not vLLM's prompt: a count to route, reserve quota and check the context on, but no block hashes.
+      let n = estimate.extraTokens;
+      const tokenizer = getTokenizer(work.tokenizer);
+      for (const text of texts) n += tokenizer.encodeWithSpecials(text, shouldStop).length;
+      return { promptTokens: n, blockHashes: new Float64Array(0), tailTokens: new Uint32Array(0), estimated: estimate.reason };
+    }
+    const { parts, blockHashes: hashes } = this.encodeChat(work, shouldStop, texts);
     let n = 0;
     for (let i = 0; i < parts.length; i++) n += parts[i]!.length;
-    return { promptTokens: n, blockHashes: hashes, tailTokens: lastTokens(parts, n % work.blockSize) };
+    return { promptTokens: n, blockHashes: hashes, tailTokens: lastTokens(parts, n % work.blockSize), estimated: null };
   }
 
   /** Bytes held by the token and hash caches (estimates, see byte-lru.ts). */

@@ -33,6 +33,9 @@ const LLAMA_SYSTEM_PREAMBLE = 'Cutting Knowledge Date: December 2023\nToday Date
 const LLAMA_GENERATION_PROMPT = '<|start_header_id|>assistant<|end_header_id|>\n\n';
 const CHATML_GENERATION_PROMPT = '<|im_start|>assistant\n';
 
+/** Text-like content part types and the field holding their text, as vLLM's chat parser reads them. */
+const TEXT_PART_FIELDS: Readonly<Record<string, string>> = { text: 'text', input_text: 'text', output_text: 'text', refusal: 'refusal', thinking: 'thinking' };
+
 /** Message content as the template sees it: a string, text parts joined with "\n", or "" for null. */
 export function contentText(content: ChatMessage['content']): string {
   if (typeof content === 'string') return content;
@@ -42,8 +45,17 @@ export function contentText(content: ChatMessage['content']): string {
   let out = '';
   let first = true;
   for (const part of content as unknown[]) {
-    if (typeof part !== 'object' || part === null || (part as ChatContentPart).type !== 'text') continue;
-    const text = (part as ChatContentPart).text;
+    let text: unknown;
+    if (typeof part === 'string') text = part;
+    else {
+      const type = typeof part === 'object' && part !== null ? (part as ChatContentPart).type : undefined;
+      const field = type === undefined ? undefined : TEXT_PART_FIELDS[type];
+      // vLLM's parser: text-like parts give their text; media parts need a multimodal model (the built-in
+      // templates are text models'), anything else is an unknown part type. Both are 400s there.
+      if (field === undefined) throw new ChatTemplateError(type === undefined ? "Missing 'type' field in multimodal part." : `content parts of type ${type} are not supported by this text model`);
+      text = (part as Record<string, unknown>)[field];
+      if (text === undefined || text === null) continue;
+    }
     if (typeof text !== 'string') throw new ChatTemplateError('a text content part needs a string "text"');
     out = first ? text : `${out}\n${text}`;
     first = false;

@@ -93,12 +93,30 @@ export function readTokenizerDir(dir: string): HfTokenizerFiles {
     if (typeof a.id !== 'number' || typeof a.content !== 'string') throw new TokenizerDirError('tokenizer.json: every added token needs a numeric "id" and a string "content"');
     addedTokens.push({ id: a.id, content: a.content, special: a.special === true, lstrip: a.lstrip === true, rstrip: a.rstrip === true, normalized: a.normalized === true, singleWord: a.single_word === true });
   }
-  const specialTokens: SpecialTokensMap = {};
-  for (const key of ['bos_token', 'eos_token', 'unk_token', 'pad_token'] as const) {
+  return { dir: abs, tokenizer, config, specialTokens: specialTokensMap(config), addedTokens };
+}
+
+/**
+ * transformers' special_tokens_map as apply_chat_template passes it: each of the seven named tokens that is set,
+ * additional_special_tokens when non-empty, then the model's extra_special_tokens by name (a dict in
+ * tokenizer_config.json; a list there is taken as additional tokens, as transformers does).
+ */
+export function specialTokensMap(config: Record<string, unknown>): SpecialTokensMap {
+  const map: SpecialTokensMap = {};
+  for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'] as const) {
     const content = tokenContent(config[key]);
-    if (content !== undefined) specialTokens[key] = content;
+    if (content !== undefined) map[key] = content;
   }
-  return { dir: abs, tokenizer, config, specialTokens, addedTokens };
+  const extra = config.extra_special_tokens;
+  const additional = [config.additional_special_tokens, Array.isArray(extra) ? extra : []].flatMap((list) => (Array.isArray(list) ? list.map(tokenContent).filter((t): t is string => t !== undefined) : []));
+  if (additional.length > 0) map.additional_special_tokens = additional;
+  if (typeof extra === 'object' && extra !== null && !Array.isArray(extra)) {
+    for (const [name, value] of Object.entries(extra)) {
+      const content = tokenContent(value);
+      if (content !== undefined && !(name in map)) map[name] = content;
+    }
+  }
+  return map;
 }
 
 /**

@@ -10,8 +10,9 @@ import {
   type WorkerTask,
 } from './protocol.ts';
 import { ChatTemplateError } from './chat-template.ts';
+import { FALLBACK_REASONS } from './jinja-template.ts';
 import type { PromptRefs } from './pool-refs.ts';
-import { AbortError, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
+import { AbortError, type FallbackReason, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import { TOKENIZER_YOUNG_GENERATION_MB, siblingModule, workerExecArgv } from '../util/spawn-worker.ts';
 
 const WORKER_URL = siblingModule('../../workers/tokenize.worker', import.meta.url);
@@ -45,6 +46,8 @@ export interface PoolOutcome {
   promptTokens: number;
   blockHashes: Float64Array;
   tailTokens: Uint32Array;
+  /** Set when the count is an estimate (see MeasuredPrompt.estimated). */
+  estimated?: FallbackReason | null;
 }
 
 export interface PoolCounters {
@@ -136,6 +139,10 @@ export class TokenizePool {
             case ResultStatus.stopped:
               this.counters.stopped++;
               reject(new AbortError());
+              return;
+            case ResultStatus.estimated:
+              this.counters.completed++;
+              resolve({ promptTokens: result[RESULT_PROMPT_TOKENS] as number, blockHashes: new Float64Array(0), tailTokens: new Uint32Array(0), estimated: FALLBACK_REASONS[result[RESULT_HEADER] as number] ?? 'render_error' });
               return;
             case ResultStatus.templateError:
               reject(new ChatTemplateError('the chat template refused the messages'));

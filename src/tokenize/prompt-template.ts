@@ -5,7 +5,7 @@
 // Thread: any. Hot path: once per chat request (one Map lookup for the compiled template, then the render).
 import { renderChatSegments } from './chat-template.ts';
 import { renderJinjaSegments } from './jinja-template.ts';
-import type { ChatMessage, ChatTemplateName, ChatTemplateRef, TextTokenizer } from './types.ts';
+import type { ChatMessage, ChatOptions, ChatTemplateName, ChatTemplateRef, TextTokenizer } from './types.ts';
 
 /** True for a built-in template name, false for a Jinja template file. */
 export function isBuiltinTemplate(ref: ChatTemplateRef): ref is ChatTemplateName {
@@ -13,6 +13,6 @@ export function isBuiltinTemplate(ref: ChatTemplateRef): ref is ChatTemplateName
 }
 
 /** The prompt's segments; throws ChatTemplateError when the template refuses the messages (a 400). */
-export function renderPromptSegments(ref: ChatTemplateRef, messages: readonly ChatMessage[], tools: readonly unknown[] | null, tokenizer: TextTokenizer): string[] {
-  return isBuiltinTemplate(ref) ? renderChatSegments(ref, messages, tools) : renderJinjaSegments(ref, messages, tools, tokenizer);
+export function renderPromptSegments(ref: ChatTemplateRef, messages: readonly ChatMessage[], tools: readonly unknown[] | null, tokenizer: TextTokenizer, options: ChatOptions | null = null): string[] {
+  return isBuiltinTemplate(ref) ? renderChatSegments(ref, messages, tools) : renderJinjaSegments(ref, messages, tools, tokenizer, options);
 }

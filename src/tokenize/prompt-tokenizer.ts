@@ -14,7 +14,7 @@ import { TokenizePool, type PoolCounters } from './pool.ts';
 import { replyBlockHashes } from './reply-hashes.ts';
 import { getTokenizer } from './tokenizer.ts';
 import { warmPromptPath } from './warm-code.ts';
-import { AbortError, type ChatMessage, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
+import { AbortError, type ChatMessage, type ChatOptions, type FallbackReason, type PromptWork, type ReplyWork, type TokenizerRef } from './types.ts';
 import type { GatewayConfig, PoolConfig } from '../config/schema.ts';
 
 export interface TokenizeRequest {
@@ -23,6 +23,8 @@ export interface TokenizeRequest {
   messages?: ChatMessage[];
   /** The request's `tools` array when it sent one (changes the Llama 3.1 prompt). */
   tools?: unknown[] | null;
+  /** add_generation_prompt, continue_final_message, chat_template_kwargs (Jinja templates); null: defaults. */
+  chat?: ChatOptions | null;
   prompt?: string | number[];
   /** LoRA adapter name, or null for the base model: the block hashes' extra key. */
   adapter: string | null;
@@ -34,6 +36,8 @@ export interface TokenizeResult {
   blockHashes: Float64Array;
   /** The ids after the last full block (fewer than pool.block_size): where the reply's blocks begin. */
   tailTokens: Uint32Array;
+  /** Set when promptTokens is an estimate (no hashes, no tail then): why, for gateway_template_fallback_total. */
+  estimated?: FallbackReason | null;
 }
 
 /** A finished reply whose blocks the replica now caches after its prompt's (see reply-hashes.ts). */
@@ -148,6 +152,7 @@ export class PromptTokenizer {
       kind: req.kind,
       messages: req.messages,
       tools: req.tools ?? null,
+      chat: req.chat ?? null,
       prompt: req.prompt,
       adapter: req.adapter,
     };

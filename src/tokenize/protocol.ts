@@ -53,6 +53,11 @@ export const ResultStatus = {
   stopped: 2,
   /** The chat template refused the messages (e.g. several tool calls in one assistant turn). */
   templateError: 3,
+  /**
+   * The prompt could not be rendered as vLLM renders it: [status, estimated count, index of the reason in
+   * FALLBACK_REASONS], no tail, no hashes.
+   */
+  estimated: 4,
 } as const;
 export type ResultStatus = (typeof ResultStatus)[keyof typeof ResultStatus];
 

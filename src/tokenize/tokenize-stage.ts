@@ -6,8 +6,16 @@ import type { GatewayConfig } from '../config/schema.ts';
 import type { GatewayMetrics } from '../metrics/metrics.ts';
 import { poolPromptRefs, poolTokenizerRefs } from './pool-refs.ts';
 import { PromptTokenizer } from './prompt-tokenizer.ts';
+import { checkPoolTemplates } from './template-check.ts';
 
-export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics): Promise<PromptTokenizer> {
+/**
+ * `warn` gets each representative conversation a pool's template cannot render (template-check.ts), by name;
+ * the gateway still starts (those requests are served on an estimate, or answered 400 where the template raises).
+ */
+export async function createTokenizeStage(cfg: GatewayConfig, metrics: GatewayMetrics, warn?: (obj: object, msg: string) => void): Promise<PromptTokenizer> {
+  for (const p of checkPoolTemplates(cfg.pools)) {
+    warn?.({ component: 'tokenize', pool: p.pool, conversation: p.conversation, reason: p.reason }, `pool ${p.pool}: the chat template cannot render the "${p.conversation}" conversation (${p.reason}): ${p.message}`);
+  }
   return PromptTokenizer.create(cfg.tokenizer, {
     tokenizers: poolTokenizerRefs(cfg.pools), warm: poolPromptRefs(cfg.pools),
     inlineObserver: metrics.thread.tokenizeInline, trackCache: metrics.thread.trackTokenizerCache,

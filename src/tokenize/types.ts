@@ -18,12 +18,21 @@ export type TokenizerRef = string;
  */
 export type ChatTemplateRef = string;
 
-/** The special tokens a chat template sees by name (transformers passes special_tokens_map to render()). */
+/**
+ * The special tokens a chat template sees by name: transformers passes its whole special_tokens_map to render()
+ * (bos/eos/unk/sep/pad/cls/mask tokens that are set, additional_special_tokens, and the model's named
+ * extra_special_tokens such as Gemma 3's boi_token and image_token).
+ */
 export interface SpecialTokensMap {
   bos_token?: string;
   eos_token?: string;
   unk_token?: string;
+  sep_token?: string;
   pad_token?: string;
+  cls_token?: string;
+  mask_token?: string;
+  additional_special_tokens?: string[];
+  [extra: string]: string | string[] | undefined;
 }
 
 export interface TextTokenizer {
@@ -75,6 +84,24 @@ export interface ChatMessage {
 
 export type ChatTemplateName = 'llama3.1' | 'chatml';
 
+/** A chat request's template options, as vLLM takes them from the request body. */
+export interface ChatOptions {
+  /** `add_generation_prompt` (vLLM's default: true). */
+  addGenerationPrompt?: boolean;
+  /** `continue_final_message` (default false): the prompt ends inside the last message. */
+  continueFinalMessage?: boolean;
+  /** `chat_template_kwargs`: extra template variables (e.g. Qwen3's enable_thinking). */
+  templateKwargs?: Record<string, unknown> | null;
+}
+
+/**
+ * Why a prompt's count is an estimate rather than vLLM's exact prompt (the gateway_template_fallback_total
+ * `reason`): our renderer lacks a feature the template uses (`unsupported`), the template raises an error
+ * Python would raise too (`python_error`; vLLM then answers 400 itself), another render failure
+ * (`render_error`), or media whose placeholder expansion is not modelled for the model (`media_estimate`).
+ */
+export type FallbackReason = 'unsupported' | 'python_error' | 'render_error' | 'media_estimate';
+
 export interface PromptWork {
   tokenizer: TokenizerRef;
   template: ChatTemplateRef;
@@ -83,6 +110,8 @@ export interface PromptWork {
   messages?: readonly ChatMessage[];
   /** The request's `tools` (chat only); null or absent when it sent none. */
   tools?: readonly unknown[] | null;
+  /** Template options (chat on a Jinja template only); null or absent: vLLM's defaults. */
+  chat?: ChatOptions | null;
   prompt?: string | readonly number[];
   /** LoRA adapter name: the block hashes' extra key. */
   adapter: string | null;
@@ -102,6 +131,11 @@ export interface MeasuredPrompt {
   blockHashes: Float64Array;
   /** The prompt's last promptTokens mod blockSize ids (fewer than blockSize; a copy, not a view). */
   tailTokens: Uint32Array;
+  /**
+   * Set when the count is an estimate (the template could not be rendered as vLLM renders it): no block hashes
+   * and no tail then, so routing takes no prefix affinity from it.
+   */
+  estimated?: FallbackReason | null;
 }
 
 /** A finished reply, to hash its blocks after its prompt's (reply-hashes.ts). */

@@ -7,6 +7,7 @@ import { WorkerMetrics } from '../metrics/worker-metrics.ts';
 import { initBlockHasher } from './block-hash.ts';
 import { CachedPromptEncoder } from './cached-prompt-encoder.ts';
 import { ChatTemplateError } from './chat-template.ts';
+import { FALLBACK_REASONS } from './jinja-template.ts';
 import { transferResult } from './pool.ts';
 import { replyBlockHashes } from './reply-hashes.ts';
 import {
@@ -45,8 +46,9 @@ export async function createTokenizeHandler(): Promise<(task: WorkerTask) => unk
     setup(task);
     const startMs = performance.now();
     try {
-      const { promptTokens, blockHashes, tailTokens } = (encoder as CachedPromptEncoder).measure(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
+      const { promptTokens, blockHashes, tailTokens, estimated } = (encoder as CachedPromptEncoder).measure(task.work, () => Atomics.load(cancel, 0) === CancelState.cancelled);
       metrics?.tokenized((performance.now() - startMs) / 1000);
+      if (estimated !== undefined && estimated !== null) return Float64Array.of(ResultStatus.estimated, promptTokens, FALLBACK_REASONS.indexOf(estimated));
       const out = new Float64Array(RESULT_HEADER + tailTokens.length + blockHashes.length);
       out[RESULT_STATUS] = ResultStatus.ok;
       out[RESULT_PROMPT_TOKENS] = promptTokens;

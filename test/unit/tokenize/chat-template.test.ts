@@ -38,9 +38,12 @@ void test('llama3.1: only a leading system message is pulled out; a later one is
   );
 });
 
-void test('llama3.1: content parts are text parts joined with a newline; null content is empty', () => {
+void test('llama3.1: content parts are text parts joined with a newline (input_text, refusal and plain strings too, as vLLM reads them); null content is empty; an image part is a 400 for this text model', () => {
+  assert.throws(() => renderChat('llama3.1', [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url' }] }]), { name: 'ChatTemplateError' });
+  const mixed = [{ type: 'input_text', text: 'a' }, { type: 'refusal', refusal: 'no' }, 'b'] as unknown as ChatMessage['content'];
+  assert.equal(contentText(mixed), 'a\nno\nb');
   const out = renderChat('llama3.1', [
-    { role: 'user', content: [{ type: 'text', text: 'one ' }, { type: 'image_url' }, { type: 'text', text: ' two' }] },
+    { role: 'user', content: [{ type: 'text', text: 'one ' }, { type: 'text', text: ' two' }] },
     { role: 'assistant', content: null },
   ]);
   assert.equal(
@@ -113,8 +116,10 @@ void test('malformed messages are a ChatTemplateError (a 400), never a crash', (
     assert.throws(() => renderChat('llama3.1', [m]), { name: 'ChatTemplateError' }, JSON.stringify(m));
     assert.throws(() => renderChat('chatml', [m]), { name: 'ChatTemplateError' }, JSON.stringify(m));
   }
-  // Non-text parts and junk entries in a parts array are skipped: rejecting them is request validation's job.
-  assert.equal(contentText([{ type: 'image_url' }, null, 'x', { type: 'text', text: 'ok' }] as unknown as ChatMessage['content']), 'ok');
+  // A part with no type or an unknown type is refused, as vLLM's parser refuses it.
+  for (const part of [null, { type: 'mystery' }, { text: 'x' }]) {
+    assert.throws(() => contentText([part] as unknown as ChatMessage['content']), { name: 'ChatTemplateError' }, JSON.stringify(part));
+  }
 });
 
 // json.dumps(tool, ensure_ascii=False, indent=4) from Python 3, for the two tools below, as vLLM dumps them.
