@@ -52,6 +52,7 @@ export function scriptedRun(m: GatewayMetrics): void {
   m.routed('kv-aware', '70b-1', 'cold');
   m.upstreamError('connect');
   m.retry('70b', 'connect');
+  m.templateFallback('70b', 'unsupported');
   m.routed('kv-aware', '70b-1', 'load-bound');
   m.requestEnded({
     ...base, route: 'completions', pool: '70b', stream: false, retries: 1, durationSeconds: 0.9, upstreamSeconds: 0.896,
