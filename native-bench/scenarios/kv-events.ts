@@ -37,7 +37,7 @@ function step(g: Gen, blocks: number, requestBlocks: number, capacity: number): 
   for (let i = 0; i < blocks; i++) {
     if (g.inRequest === requestBlocks) {
       // A new request: flush this chain's event and start another from the root.
-      if (hashes.length > 0) events.push({ type: 'BlockStored', blockHashes: hashes.splice(0), parentBlockHash: parentAtStart, tokenIds: tokens.splice(0), blockSize: BS, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null });
+      if (hashes.length > 0) events.push({ type: 'BlockStored', blockHashes: hashes.splice(0), parentBlockHash: parentAtStart, tokenIds: tokens.splice(0), blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null, kvCacheSpecKind: null, kvCacheSpecSlidingWindow: null });
       g.parent = null;
       g.inRequest = 0;
     }
@@ -50,7 +50,7 @@ function step(g: Gen, blocks: number, requestBlocks: number, capacity: number): 
   }
   if (hashes.length > 0) {
     const first = g.fifo.length - hashes.length - 1;
-    events.push({ type: 'BlockStored', blockHashes: hashes, parentBlockHash: g.inRequest > hashes.length ? g.fifo[first]! : null, tokenIds: tokens, blockSize: BS, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null });
+    events.push({ type: 'BlockStored', blockHashes: hashes, parentBlockHash: g.inRequest > hashes.length ? g.fifo[first]! : null, tokenIds: tokens, blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null, kvCacheSpecKind: null, kvCacheSpecSlidingWindow: null });
   }
   const over = g.fifo.length - g.head - capacity;
   if (over > 0) {
@@ -139,7 +139,7 @@ const scenario: BenchScenario = async (args) => {
   const mock = await startMockReplica({ profile: 'tiny', timeScale: 0.1, kvEvents: endpoint });
   const eix = new EventsIndex({ entries: 1024, slots: 1 });
   const sub = new KvEventSubscriber(eix, new ReplicaTable(1), { tickMs: 100, silenceTicks: 3, replayTimeoutMs: 2000, reconnectIntervalMs: 100, heartbeatIntervalMs: 100, heartbeatTimeoutMs: 300 });
-  sub.assign({ slot: 0, id: 'm', endpoint, blockSize: BS });
+  sub.assign({ slot: 0, id: 'm', endpoint, blockSize: BS, loraIds: [] });
   const waitState = async (want: boolean): Promise<number> => {
     const t = performance.now();
     while ((eix.state(0) === StreamState.Live) !== want) {

@@ -76,11 +76,21 @@ export const poolSchema = z.strictObject({
    */
   typical_reply_tokens: z.number().int().positive().default(256),
   adapters: z.array(name).default([]),
+  /**
+   * vLLM's LoRA int ids (lora_int_id, the order its --lora-modules load in, from 1) → adapter names, for KV events
+   * of builds that send `lora_id` without `lora_name`: blocks of an id not mapped here are left out of the
+   * events index, never taken as the base model's.
+   */
+  lora_ids: z.record(z.string().regex(/^[1-9][0-9]{0,9}$/, 'must be a LoRA int id (1, 2, …)'), name).default({}),
   replicas: z.array(replicaSchema).min(1),
   /** Read only by `npm run fleet`: which mock profile and LoRA slots to give this pool's replicas. */
   mock_profile: z.enum(['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny']).default('llama-8b-a100'),
   mock_max_loras: z.number().int().positive().optional(),
   engine: engineSchema.prefault({}),
+}).superRefine((p, ctx) => {
+  for (const [id, adapter] of Object.entries(p.lora_ids)) {
+    if (!p.adapters.includes(adapter)) ctx.addIssue({ code: 'custom', path: ['lora_ids', id], message: `"${adapter}" is not in adapters` });
+  }
 }).transform((p) => ({ ...p, chat_template: p.chat_template ?? (typeof p.tokenizer === 'string' ? 'llama3.1' : 'auto') }));
 
 const apiKey = z.union([

@@ -10,6 +10,7 @@ export interface KvEventsSource {
   lagSeconds(): Iterable<[string, number]>;
   live(): Iterable<[string, number]>;
   blocks(): Iterable<[string, number]>;
+  precision(): Iterable<[string, number]>;
 }
 
 export function defineKvEventsGauges(reg: Registry, source: () => KvEventsSource | undefined, replicas: () => BoundedLabel): void {
@@ -33,7 +34,7 @@ export function defineKvEventsGauges(reg: Registry, source: () => KvEventsSource
 
   const fallbacks: Counter<'replica' | 'reason'> = new Counter({
     name: 'gateway_kv_events_fallbacks_total',
-    help: 'Times a replica\'s lookups went from its KV events back to the approximate index, by reason (silent, broken, gap, overflow, restart).',
+    help: 'Times a replica\'s lookups went from its KV events back to the approximate index, by reason (silent, broken, gap, overflow, restart, drift).',
     labelNames: ['replica', 'reason'] as const, registers: [reg],
     collect: () => {
       fallbacks.reset();
@@ -57,4 +58,7 @@ export function defineKvEventsGauges(reg: Registry, source: () => KvEventsSource
   gauge('gateway_kv_events_lag_seconds', 'Receive time minus the engine\'s timestamp of the latest live KV-event batch, per replica.', (s) => s.lagSeconds());
   gauge('gateway_kv_events_live', '1 while a replica\'s prefix lookups are answered from its KV events, 0 while it falls back to the approximate index.', (s) => s.live());
   gauge('gateway_kv_events_blocks', 'Blocks a replica\'s prefix cache holds, as its KV events tell.', (s) => s.blocks());
+  gauge('gateway_kv_events_prediction_precision',
+    'Share of the cached tokens a replica\'s KV events predicted that the replica reported, over its last ~32k predicted tokens (absent until 8 requests and 1,024 tokens were predicted).',
+    (s) => s.precision());
 }

@@ -3,10 +3,19 @@
 // (no kv_events, or a stream silent, broken or resyncing), the approximate index's. Everything the policies
 // write (dispatch inserts, corrections, reply blocks, purges) still goes to the approximate index, so it is
 // warm whenever a replica falls back to it.
+// It also checks the events index against the replicas' reports (src/registry/kv-events/prediction-drift.ts):
+// at dispatch it reads the chosen replica's events run (also while that replica is held back by drift, when
+// the approximate index routes it), and when the replica answers it records predicted against reported cached
+// tokens for the kv-events worker to judge.
 // Thread: the acceptor (one instance per thread over the shared buffers). Hot path: lookup() once per decision;
-// one state load per candidate, then one walk per index that serves some candidate; no allocation.
-import { EventsIndex } from '../registry/kv-events/events-index.ts';
+// one state load per candidate, then one walk per index that serves some candidate; no allocation. The check:
+// one more events walk for the chosen replica per dispatch (one bucket read per block of its run, ~1-3 µs for
+// 100 blocks) and three Atomics.add per answer.
+import { EventsIndex, Stat } from '../registry/kv-events/events-index.ts';
+import { PredictionChecks } from '../registry/kv-events/prediction-drift.ts';
+import { predictedCachedTokens } from './cached-tokens.ts';
 import { PrefixIndex } from './prefix-index.ts';
+import type { Decision, RouteRequest } from './types.ts';
 
 export class EventsPrefixIndex extends PrefixIndex {
   readonly events: EventsIndex;
@@ -16,12 +25,35 @@ export class EventsPrefixIndex extends PrefixIndex {
   private restOut = new Int32Array(64);
   /** Per slot: 1 when the last lookup answered it from events (the route header's `index=`). */
   private readonly servedEvents: Uint8Array;
+  private readonly checks: PredictionChecks;
+  private readonly one: number[] = [0];
+  private readonly oneOut = new Int32Array(1);
 
   /** Over an approximate index's buffer and an events index's buffer (both shared across threads). */
   constructor(approximate: SharedArrayBuffer, events: SharedArrayBuffer) {
     super(approximate);
     this.events = new EventsIndex(events);
     this.servedEvents = new Uint8Array(this.slots);
+    this.checks = new PredictionChecks(this.events);
+  }
+
+  checkDispatched(req: RouteRequest, d: Decision): void {
+    const slot = d.slot;
+    if (!this.checks.checking(slot)) {
+      d.eventsCachedBlocks = -1;
+      return;
+    }
+    d.eventsEpoch = this.checks.epoch(slot);
+    this.one[0] = slot;
+    this.events.lookup(req.blockHashes, this.one, this.oneOut);
+    d.eventsCachedBlocks = this.oneOut[0]!;
+  }
+
+  checkFinished(req: RouteRequest, d: Decision, cachedTokens: number | null): void {
+    if (d.eventsCachedBlocks < 0 || cachedTokens === null) return;
+    const bs = this.events.stat(d.slot, Stat.BlockSize);
+    if (!(bs > 0)) return;
+    this.checks.record(d.slot, d.eventsEpoch, predictedCachedTokens(d.eventsCachedBlocks, req.promptTokens, bs), cachedTokens);
   }
 
   servedBy(slot: number): 'events' | 'approximate' {

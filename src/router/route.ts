@@ -52,6 +52,10 @@ export interface ReplicaHolds {
 /** Which prefix index answered a slot's lookup (PrefixIndex: always approximate; EventsPrefixIndex: per slot). */
 export interface IndexSource {
   servedBy(slot: number): 'events' | 'approximate';
+  /** The events index checks its predictions (EventsPrefixIndex): what it predicted at dispatch… */
+  checkDispatched?(req: RouteRequest, d: Decision): void;
+  /** …against the cached tokens the replica reported (null: it did not say). */
+  checkFinished?(req: RouteRequest, d: Decision, cachedTokens: number | null): void;
 }
 
 /** The approximate index alone serves every lookup. */
@@ -139,6 +143,7 @@ export class Router {
   }
 
   dispatched(req: RouteRequest, d: Decision): void {
+    this.index?.checkDispatched?.(req, d);
     this.gpu?.dispatched(d.slot, req, d);
     this.policy.dispatched?.(d.slot, req, d);
   }
@@ -160,6 +165,7 @@ export class Router {
   }
 
   finished(req: RouteRequest, d: Decision, cachedTokens: number | null, replyHashes: Float64Array | null): void {
+    this.index?.checkFinished?.(req, d, cachedTokens);
     this.policy.finished?.(d.slot, req, d, cachedTokens, replyHashes);
   }
 

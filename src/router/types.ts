@@ -73,6 +73,13 @@ export class Decision {
   kvAfter = Number.NaN;
   why: RouteWhy = 'policy';
   /**
+   * Blocks the KV-events index held of the prompt on the chosen replica at dispatch, for the index's own
+   * prediction check (src/registry/kv-events/prediction-drift.ts); −1 when that replica's predictions are not
+   * checked now. With eventsEpoch, the index generation it was read from.
+   */
+  eventsCachedBlocks = -1;
+  eventsEpoch = 0;
+  /**
    * The chosen replica can take the request without crossing its KV headroom or connection cap. False means
    * the policy picked the least bad replica of a full pool: admission control queues such a request.
    */

@@ -287,10 +287,14 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     return detail(res, 404, 'Not Found');
   }
 
-  /** GET: the publisher's state; POST {"skip": N} withholds the next N batches, {"publisher": "stop"|"start"} closes / rebinds it. */
+  /**
+   * GET: the publisher's state; POST {"skip": N} withholds the next N batches, {"publisher": "stop"|"start"} closes / rebinds it,
+   * {"withhold_removed": true|false} leaves BlockRemoved out of published batches (not of the replay buffer).
+   */
   async function kvEventsHook(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const state = (p: KvEventPublisher): string => JSON.stringify({
       endpoint: p.endpoint, replay_endpoint: p.replayEndpoint, publishing: p.publishing, batches: p.batches, skip: p.skip,
+      withhold_removed: p.withholdRemoved,
     });
     if (kvEvents === null) return detail(res, 404, 'KV events are off (start with --kv-events tcp://HOST:PORT)');
     if (method === 'GET') return sendJson(res, 200, state(kvEvents));
@@ -299,10 +303,12 @@ export async function startMockReplica(opts: MockOptions): Promise<MockReplica> 
     if (raw === null) return;
     const body = parseJsonObject(raw);
     if (body === null) return sendError(res, badRequest('body is not a JSON object'));
-    const { skip, publisher } = body;
+    const { skip, publisher, withhold_removed: withhold } = body;
+    if (withhold !== undefined && typeof withhold !== 'boolean') return sendError(res, badRequest('withhold_removed must be true or false'));
     if (skip !== undefined && !(Number.isInteger(skip) && (skip as number) >= 0)) return sendError(res, badRequest('skip must be an integer >= 0'));
     if (publisher !== undefined && publisher !== 'stop' && publisher !== 'start') return sendError(res, badRequest('publisher must be "stop" or "start"'));
     if (skip !== undefined) kvEvents.skip = skip as number;
+    if (withhold !== undefined) kvEvents.withholdRemoved = withhold;
     if (publisher === 'stop') await kvEvents.close();
     if (publisher === 'start') await kvEvents.open();
     return sendJson(res, 200, state(kvEvents));

@@ -48,17 +48,23 @@ export const StreamState = {
 export type StreamStateValue = (typeof StreamState)[keyof typeof StreamState];
 
 /** Why a slot last fell back (the REASON word); also the fallback counters' order. */
-export const FallbackReason = { None: 0, Silent: 1, Broken: 2, Gap: 3, Overflow: 4, Restart: 5 } as const;
-export const FALLBACK_REASONS = ['silent', 'broken', 'gap', 'overflow', 'restart'] as const;
+export const FallbackReason = { None: 0, Silent: 1, Broken: 2, Gap: 3, Overflow: 4, Restart: 5, Drift: 6 } as const;
+export const FALLBACK_REASONS = ['silent', 'broken', 'gap', 'overflow', 'restart', 'drift'] as const;
 export type FallbackReasonName = (typeof FALLBACK_REASONS)[number];
 
 /** Per-slot counters (Float64, written by the worker only). */
 export const Stat = {
   Events: 0, Batches: 1, Gaps: 2, Replays: 3, Replayed: 4, Unmapped: 5, Blocks: 6, LagSeconds: 7, LastSeq: 8,
-  /** FALLBACKS + reason index − 1: fallbacks by reason. */
+  /** FALLBACKS + reason index − 1: fallbacks by reason (6 of them). */
   Fallbacks: 9,
+  /** The pool's block size (set at assignment): acceptors turn predicted blocks into tokens with it. */
+  BlockSize: 15,
+  /** Share of the events-predicted cached tokens the replica confirmed (prediction-drift.ts); NaN: no evidence yet. */
+  Precision: 16,
 } as const;
-const STATS_F64 = 16;
+const STATS_F64 = 17;
+/** Int32 words per slot of the prediction-check region, after the buckets (prediction-drift.ts). */
+export const CHECK_I32 = 8;
 
 export interface EventsIndexOptions {
   /** Hash entries (rounded up to a power-of-two number of buckets of WAYS). */
@@ -83,6 +89,8 @@ export class EventsIndex {
   private readonly reasonBase: number;
   private readonly statBase: number;
   private readonly bucketBase: number;
+  /** Int32 offset of the per-slot prediction-check words (prediction-drift.ts owns their meaning). */
+  readonly checkBase: number;
   // Per-thread scratch for lookups.
   private readonly posOf: Int32Array;
   private readonly want: Int32Array;
@@ -118,8 +126,9 @@ export class EventsIndex {
     const statI32 = Math.ceil((this.reasonBase + slots) / 2) * 2;
     this.statBase = statI32 / 2;
     this.bucketBase = Math.ceil((statI32 + slots * STATS_F64 * 2) / 16) * 16;
+    this.checkBase = this.bucketBase + buckets * this.bucketI32;
     if (!(optsOrBuffer instanceof SharedArrayBuffer)) {
-      this.buffer = new SharedArrayBuffer((this.bucketBase + buckets * this.bucketI32) * 4);
+      this.buffer = new SharedArrayBuffer((this.checkBase + slots * CHECK_I32) * 4);
       const h = new Int32Array(this.buffer, 0, HEADER_I32);
       h[H_SLOTS] = slots;
       h[H_BUCKETS] = buckets;

@@ -8,7 +8,7 @@ import type { ReplicaRegistry } from '../replica-registry.ts';
 import { siblingModule, spawnWorker, POLLER_YOUNG_GENERATION_MB } from '../../util/spawn-worker.ts';
 import { EventsIndex, FALLBACK_REASONS, Stat, StreamState, type FallbackReasonName } from './events-index.ts';
 import type { FromKvEvents, KvEventsWorkerData, ToKvEvents } from './protocol.ts';
-import type { ReplicaAssignment, SubscriberConfig } from './subscriber.ts';
+import { sameAssignment, type ReplicaAssignment, type SubscriberConfig } from './subscriber.ts';
 import { prefaultPages } from '../../util/prefault.ts';
 
 const WORKER_URL = siblingModule('../../../workers/kv-events.worker', import.meta.url);
@@ -25,6 +25,8 @@ export interface KvEventsMetricSources {
   live(): Iterable<[string, number]>;
   /** [replica, blocks its engine holds as the events tell]. */
   blocks(): Iterable<[string, number]>;
+  /** [replica, share of its events-predicted cached tokens it confirmed], for replicas with enough evidence. */
+  precision(): Iterable<[string, number]>;
 }
 
 export class KvEventsService {
@@ -67,7 +69,8 @@ export class KvEventsService {
       for (const r of pool.replicas) {
         if (r.kv_events === undefined) continue;
         const slot = this.registry.slotOf(r.id);
-        if (slot >= 0) want.set(slot, { slot, id: r.id, endpoint: r.kv_events, blockSize: pool.block_size });
+        const loraIds = Object.entries(pool.lora_ids).map(([id, adapter]): [number, string] => [Number(id), adapter]);
+        if (slot >= 0) want.set(slot, { slot, id: r.id, endpoint: r.kv_events, blockSize: pool.block_size, loraIds });
       }
     }
     for (const slot of this.assigned.keys()) {
@@ -78,7 +81,7 @@ export class KvEventsService {
     }
     for (const [slot, a] of want) {
       const cur = this.assigned.get(slot);
-      if (cur !== undefined && cur.id === a.id && cur.endpoint === a.endpoint && cur.blockSize === a.blockSize) continue;
+      if (cur !== undefined && sameAssignment(cur, a)) continue;
       this.assigned.set(slot, a);
       this.send({ type: 'assign', ...a });
     }
@@ -112,6 +115,7 @@ export class KvEventsService {
       lagSeconds: () => each(this.assigned, (slot, id): [string, number] => [id, ix.stat(slot, Stat.LagSeconds)]),
       live: () => each(this.assigned, (slot, id): [string, number] => [id, ix.state(slot) === StreamState.Live ? 1 : 0]),
       blocks: () => each(this.assigned, (slot, id): [string, number] => [id, ix.stat(slot, Stat.Blocks)]),
+      precision: () => [...each(this.assigned, (slot, id): [string, number] => [id, ix.stat(slot, Stat.Precision)])].filter(([, p]) => !Number.isNaN(p)),
     };
   }
 

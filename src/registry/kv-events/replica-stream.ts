@@ -1,23 +1,16 @@
 // One replica's KV-event stream, as the subscriber applies it: sequence tracking, replay of gaps, restarts,
-// silence, and the translation of the engine's block hashes into the gateway's own, which the exact index
-// (events-index.ts) is keyed by. No I/O: the ZeroMQ sockets (subscriber.ts) feed it and carry out its replay
+// silence, prediction drift, and the events applied to the exact index (events-index.ts). No I/O: the ZeroMQ sockets (subscriber.ts) feed it and carry out its replay
 // requests, so every transition is testable with plain calls.
 // Thread: the kv-events worker. Per batch: one msgpack decode, one xxhash64 per stored block (the gateway's
 // block hash), one Map operation and one index write per block stored or removed.
 //
-// Hash mapping. vLLM's block hashes (sha256 / xxhash / cbor variants, seeded per process by NONE_HASH) cannot
-// be recomputed here without the server's PYTHONHASHSEED, hash function and serialisation, and they change on
-// restart. BlockStored carries what is needed instead: the blocks' token ids, the LoRA name and the parent
-// block's hash. The gateway's hash of a block is blockHashes(its tokens, adapter, parent's gateway hash)
-// (src/tokenize/block-hash.ts), and the parent's gateway hash is known from when the parent was stored, so
-// the chain is rebuilt block by block. A block whose parent is unknown (stored before this subscriber joined
-// and not replayed), whose block size differs from the pool's, or whose extra keys hold more than the LoRA
-// name (multimodal ids, cache_salt: keys the gateway never computes) cannot be mapped; it is counted
-// (`unmapped`) and left out, and so are its descendants.
-import { blockHashes, ROOT_PARENT_HASH } from '../../tokenize/block-hash.ts';
-import type { EventsIndex} from './events-index.ts';
+// What an event means for the index (the hash mapping, KV-cache groups, LoRA ids) is block-map.ts's; when the
+// events stop describing the cache (prediction-drift.ts), the stream falls back and rebuilds from a replay.
+import { BlockMap } from './block-map.ts';
+import type { EventsIndex } from './events-index.ts';
 import { FallbackReason, Stat, StreamState } from './events-index.ts';
-import { decodeBatch, type BlockRemoved, type BlockStored, type KvEventBatch } from './wire.ts';
+import { DriftJudge, PredictionChecks, type CheckSums } from './prediction-drift.ts';
+import { decodeBatch, type KvEventBatch } from './wire.ts';
 
 /** Carries out the stream's requests on the network. */
 export interface StreamIo {
@@ -37,6 +30,8 @@ export interface StreamOptions {
   nowMs: () => number;
   /** The scrape interval: silence is judged once per interval. */
   tickMs: number;
+  /** vLLM lora_int_id → adapter name (the pool's `lora_ids`); empty when the pool maps none. */
+  loraNames?: ReadonlyMap<number, string>;
 }
 
 /** Live batches kept while a replay runs; past this the stream resyncs instead. */
@@ -50,24 +45,19 @@ const REPLAY_ATTEMPTS = 3;
  * a few milliseconds of prefill at production rates.
  */
 const SILENCE_MISS_BLOCKS = 16;
-
-/**
- * The engine's 64-bit hash as a Map key: the nearest double, i.e. its top 53 significant bits (collision odds
- * within one replica's cache ≈ n²/2⁵⁴), without the intermediate bigint a mask would allocate.
- */
-function keyOf(h: bigint): number {
-  return Number(h);
-}
+const NO_LORA_NAMES: ReadonlyMap<number, string> = new Map();
 
 export class ReplicaStream {
   readonly slot: number;
   private readonly index: EventsIndex;
   private readonly o: StreamOptions;
   private readonly io: StreamIo;
-  /** Engine hash key → the gateway's hash of that block. */
-  private readonly gw = new Map<number, number>();
-  /** Engine hash key → copies beyond the first (vLLM may cache one hash in several physical blocks). */
-  private readonly extraCopies = new Map<number, number>();
+  private readonly map: BlockMap;
+  private readonly checks: PredictionChecks;
+  private readonly judge = new DriftJudge();
+  private readonly sums: CheckSums = { predicted: 0, confirmed: 0, requests: 0 };
+  /** The events disagreed with the replica's reports: approximate until they agree again. */
+  private driftHeld = false;
   /** Next sequence number to apply. */
   private expected = 0;
   /** Live seqs in [dupFrom, expected) are copies of batches a replay already applied. */
@@ -100,8 +90,20 @@ export class ReplicaStream {
     this.io = io;
     this.slot = o.slot;
     this.lastBatchMs = o.nowMs();
+    this.map = new BlockMap(index, {
+      slot: o.slot, blockSize: o.blockSize, loraNames: o.loraNames ?? NO_LORA_NAMES,
+      onOverflow: () => {
+        this.overflowed = true;
+        this.fallBack(FallbackReason.Overflow);
+      },
+    });
+    this.checks = new PredictionChecks(index);
     index.resetStats(o.slot);
+    index.setStat(o.slot, Stat.BlockSize, o.blockSize);
+    index.setStat(o.slot, Stat.Precision, Number.NaN);
     index.setState(o.slot, StreamState.Fallback);
+    this.checks.setChecking(o.slot, false);
+    this.checks.nextEpoch(o.slot);
     index.clearSlot(o.slot);
   }
 
@@ -129,6 +131,7 @@ export class ReplicaStream {
   /** The replica restarted (registry): its cache is empty and its sequence starts again at 0. */
   onRestart(): void {
     this.clearAll();
+    this.map.reset();
     this.expected = 0;
     this.dupFrom = 0;
     this.lastPayload = null;
@@ -249,7 +252,46 @@ export class ReplicaStream {
   /** Forget everything (the slot left, or is being reassigned). */
   close(): void {
     this.clearAll();
+    this.checks.setChecking(this.slot, false);
     this.index.setState(this.slot, StreamState.Off);
+  }
+
+  /**
+   * Once per tick: the prediction checks recorded since the last (prediction-drift.ts). Judged while the stream
+   * serves lookups or is held back by drift; in the other fallbacks the index is being rebuilt and says nothing.
+   */
+  checkPredictions(): void {
+    const sums = this.checks.drain(this.slot, this.sums);
+    if (!(this.live || this.driftHeld)) return;
+    const judge = this.judge;
+    judge.add(sums);
+    const precision = judge.precision();
+    // The gauge keeps the last judged value while a fresh window (after a drift) gathers its evidence.
+    if (!Number.isNaN(precision)) this.index.setStat(this.slot, Stat.Precision, precision);
+    const verdict = judge.verdict(this.live);
+    if (verdict === 'drifted') this.drifted();
+    else if (verdict === 'agrees' && this.driftHeld) {
+      this.driftHeld = false;
+      this.goLiveIfReady();
+    }
+  }
+
+  /**
+   * The events predict hits the replica does not report: whatever broke the index (a lost removal, a
+   * publisher out of step with its engine), it is rebuilt from the replay buffer, from 0 (beyond the buffer:
+   * the gap rule's turnover wait), and serves again only once its predictions agree with the reports.
+   */
+  private drifted(): void {
+    this.driftHeld = true;
+    this.judge.reset();
+    this.fallBack(FallbackReason.Drift);
+    this.clearAll();
+    this.expected = 0;
+    this.dupFrom = 0;
+    this.lastPayload = null;
+    this.pending = [];
+    if (this.replaying) this.needsFullReplay = true;
+    else if (this.connected) this.startReplay(0);
   }
 
   private keepPending(seq: number, payload: Uint8Array): void {
@@ -270,6 +312,7 @@ export class ReplicaStream {
   /** The publisher is a new process: its cache started empty and its sequence at 0; replay it from there. */
   private restarted(): void {
     this.clearAll();
+    this.map.reset();
     this.expected = 0;
     this.dupFrom = 0;
     this.lastPayload = null;
@@ -289,22 +332,23 @@ export class ReplicaStream {
   private fallBack(reason: number): void {
     if (this.index.isLive(this.slot)) this.index.addStat(this.slot, Stat.Fallbacks + reason - 1);
     this.index.setState(this.slot, StreamState.Fallback, reason);
+    this.checks.setChecking(this.slot, this.driftHeld);
   }
 
   private goLiveIfReady(): void {
     if (this.replaying || this.resyncLeft > 0 || this.overflowed || this.index.isLive(this.slot)) return;
+    this.checks.setChecking(this.slot, true);
+    if (this.driftHeld) return;
     // Work done while the stream was not live is not silence: the rule starts again from here.
     this.lastBatchMs = this.o.nowMs();
     this.index.setState(this.slot, StreamState.Live);
   }
 
   private clearAll(): void {
-    const slot = this.slot;
-    for (const g of this.gw.values()) this.index.remove(slot, g);
-    this.gw.clear();
-    this.extraCopies.clear();
+    this.map.clear();
     this.overflowed = false;
-    this.index.setStat(slot, Stat.Blocks, 0);
+    this.index.setStat(this.slot, Stat.Blocks, 0);
+    this.checks.nextEpoch(this.slot);
   }
 
   private apply(seq: number, payload: Uint8Array, replayed: boolean): void {
@@ -327,68 +371,15 @@ export class ReplicaStream {
     if (!replayed) index.setStat(slot, Stat.LagSeconds, Math.max(0, this.o.nowMs() / 1000 - batch.ts));
     for (const e of batch.events) {
       index.addStat(slot, Stat.Events);
-      if (e.type === 'BlockStored') this.stored(e);
-      else if (e.type === 'BlockRemoved') this.removed(e);
+      if (e.type === 'BlockStored') {
+        const n = this.map.stored(e);
+        if (this.resyncLeft > 0) this.resyncLeft -= n;
+      } else if (e.type === 'BlockRemoved') this.map.removed(e);
       else {
         this.clearAll();
         if (this.resyncLeft > 0) this.resyncLeft = 0; // an empty cache is known exactly
       }
     }
-    index.setStat(slot, Stat.Blocks, this.gw.size);
-  }
-
-  private stored(e: BlockStored): void {
-    const n = e.blockHashes.length;
-    if (this.resyncLeft > 0) this.resyncLeft -= n;
-    if ((e.medium !== null && e.medium !== 'GPU') || (e.groupIdx !== null && e.groupIdx !== 0)) return; // another tier or KV group
-    const bs = this.o.blockSize;
-    let mappable = n;
-    if (e.blockSize !== bs || e.tokenIds.length !== n * bs) mappable = 0;
-    let parent = ROOT_PARENT_HASH;
-    if (mappable > 0 && e.parentBlockHash !== null) {
-      const p = this.gw.get(keyOf(e.parentBlockHash));
-      if (p === undefined) mappable = 0;
-      else parent = p;
-    }
-    if (e.extraKeys !== null) {
-      for (let i = 0; i < mappable; i++) {
-        const k = e.extraKeys[i];
-        if (k !== null && k !== undefined && !(k.length === 0 || (k.length === 1 && k[0] === e.loraName))) mappable = i;
-      }
-    }
-    if (mappable < n) this.index.addStat(this.slot, Stat.Unmapped, n - mappable);
-    if (mappable === 0) return;
-    const tokens = mappable === n ? e.tokenIds : e.tokenIds.slice(0, mappable * bs);
-    const ours = blockHashes(tokens, bs, e.loraName, parent);
-    for (let i = 0; i < mappable; i++) {
-      const key = keyOf(e.blockHashes[i]!);
-      if (this.gw.has(key)) {
-        this.extraCopies.set(key, (this.extraCopies.get(key) ?? 0) + 1);
-        continue;
-      }
-      const g = ours[i]!;
-      this.gw.set(key, g);
-      if (!this.index.add(this.slot, g)) {
-        this.overflowed = true;
-        this.fallBack(FallbackReason.Overflow);
-      }
-    }
-  }
-
-  private removed(e: BlockRemoved): void {
-    if (e.medium !== null && e.medium !== 'GPU') return;
-    for (const h of e.blockHashes) {
-      const key = keyOf(h);
-      const extra = this.extraCopies.get(key);
-      if (extra !== undefined) {
-        if (extra > 1) this.extraCopies.set(key, extra - 1);
-        else this.extraCopies.delete(key);
-        continue;
-      }
-      const g = this.gw.get(key);
-      if (g === undefined) continue;
-      this.gw.delete(key);
-      this.index.remove(this.slot, g);
-    }
+    index.setStat(slot, Stat.Blocks, this.map.size);
   }
 }

@@ -1,8 +1,8 @@
 // The KV-event subscriber: per replica with `kv_events`, a SUB socket on its publisher and, for each replay,
 // a DEALER on its replay ROUTER, feeding a ReplicaStream; and the scrape-interval tick that judges silence
 // from the replica table's prefix-cache counters. Runs in the kv-events worker, never on an acceptor.
-// Thread: the kv-events worker. Per message: one ReplicaStream.onLive; per tick: one seqlocked row read per
-// replica.
+// Thread: the kv-events worker. Per message: one ReplicaStream.onLive; per tick: one seqlocked row read and
+// one prediction-check drain per replica.
 import type { ReplicaTable } from '../replica-table.ts';
 import { ReplicaRow } from '../replica-table.ts';
 import type { EventsIndex } from './events-index.ts';
@@ -27,9 +27,16 @@ export interface ReplicaAssignment {
   id: string;
   endpoint: string;
   blockSize: number;
+  /** The pool's `lora_ids`: vLLM lora_int_id → adapter name, for events that carry only the id. */
+  loraIds: ReadonlyArray<readonly [number, string]>;
 }
 
 const DEFAULT_CAPACITY_BLOCKS = 16_384;
+
+/** Same replica, endpoint, block size and adapter ids: nothing to redo. */
+export function sameAssignment(a: ReplicaAssignment, b: ReplicaAssignment): boolean {
+  return a.id === b.id && a.endpoint === b.endpoint && a.blockSize === b.blockSize && JSON.stringify(a.loraIds) === JSON.stringify(b.loraIds);
+}
 const EMPTY = Buffer.alloc(0);
 
 class ReplicaConnection implements StreamIo {
@@ -46,7 +53,7 @@ class ReplicaConnection implements StreamIo {
     this.cfg = cfg;
     const row: ReplicaRow = new ReplicaRow();
     this.stream = new ReplicaStream(index, {
-      slot: a.slot, blockSize: a.blockSize, silenceTicks: cfg.silenceTicks, tickMs: cfg.tickMs, nowMs: Date.now,
+      slot: a.slot, blockSize: a.blockSize, silenceTicks: cfg.silenceTicks, tickMs: cfg.tickMs, nowMs: Date.now, loraNames: new Map(a.loraIds),
       capacityBlocks: () => (table.read(a.slot, row) && row.numGpuBlocks > 0 ? row.numGpuBlocks : DEFAULT_CAPACITY_BLOCKS),
     }, this);
     this.sub = connectSubscriber(a.endpoint, {
@@ -137,7 +144,7 @@ export class KvEventSubscriber {
   /** Subscribes to the slot's replica (replacing a different assignment of the same slot). */
   assign(a: ReplicaAssignment): void {
     const cur = this.bySlot.get(a.slot);
-    if (cur !== undefined && cur.a.endpoint === a.endpoint && cur.a.blockSize === a.blockSize) return;
+    if (cur !== undefined && sameAssignment(cur.a, a)) return;
     cur?.close();
     this.bySlot.set(a.slot, new ReplicaConnection(a, this.index, this.table, this.cfg));
   }
@@ -157,6 +164,7 @@ export class KvEventSubscriber {
     for (const c of this.bySlot.values()) {
       const ok = this.table.read(c.a.slot, this.row);
       c.stream.tick(ok ? this.row.prefixQueriesTotal - this.row.prefixHitsTotal : Number.NaN, ok ? this.row.lastGoodScrapeMs : Number.NaN, now);
+      c.stream.checkPredictions();
     }
   }
 

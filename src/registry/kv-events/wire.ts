@@ -5,14 +5,19 @@
 // Hot path of the subscriber: one decode per batch; hashes become u64 bigints, token ids stay numbers.
 //
 // Forms accepted (vLLM changed them over time; a consumer must take all of them):
-//   EventBatch  positional [ts, events, data_parallel_rank?]   or a map {ts, events, data_parallel_rank}
-//   each event  positional ["BlockStored", hashes, parent, tokens, block_size, lora_id, medium, lora_name,
-//               extra_keys?, group_idx?, …] (msgspec array_like with the tag first, trailing defaults
-//               omitted)                                        or a map {"type": "BlockStored", …}
+//   EventBatch  a map {ts, events, data_parallel_rank} (current vLLM: a plain msgspec Struct)
+//               or positional [ts, events, data_parallel_rank?] (earlier builds: array_like=True)
+//   each event  a map with the tag first, {"type": "BlockStored", …} (current: tag=True, not array_like)
+//               or positional ["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+//               medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window]
+//               (array_like with the tag first; omit_defaults drops the trailing defaults, and earlier builds
+//               end after block_size, lora_id or medium)
 //   a hash      an int (u64, or a negative i64 from builds where Python hash() leaked through: taken mod 2^64),
 //               or raw bytes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0: the low 64 bits read big-endian, which
 //               is what the int form carries).
-// encodeBatch writes what current vLLM writes: the positional EventBatch with map-encoded events.
+// An event of a type this decoder does not know is skipped. test/fixtures/kv-events/ holds payloads of every
+// form written from vLLM's Struct definitions by a script that shares no code with this one.
+// encodeBatch writes what current vLLM writes: the map EventBatch with tagged map events.
 import { Decoder, Encoder } from '@msgpack/msgpack';
 
 export interface BlockStored {
@@ -22,6 +27,8 @@ export interface BlockStored {
   /** Every block's token ids, concatenated (blockHashes.length × blockSize of them). */
   readonly tokenIds: readonly number[];
   readonly blockSize: number;
+  /** The adapter's int id (vLLM's lora_int_id; deprecated in favour of loraName), or null. */
+  readonly loraId: number | null;
   readonly loraName: string | null;
   /** "GPU", "CPU" (offloading tiers), or null (older builds: GPU). */
   readonly medium: string | null;
@@ -29,6 +36,9 @@ export interface BlockStored {
   readonly extraKeys: ReadonlyArray<readonly unknown[] | null> | null;
   /** KV-cache group of a hybrid model (null: the only group). */
   readonly groupIdx: number | null;
+  /** The group's KVCacheSpecKind ("full_attention", "sliding_window", "mamba", …; null from builds without it). */
+  readonly kvCacheSpecKind: string | null;
+  readonly kvCacheSpecSlidingWindow: number | null;
 }
 
 export interface BlockRemoved {
@@ -102,7 +112,10 @@ function optInt(v: unknown): number | null {
   return typeof v === 'number' ? v : typeof v === 'bigint' ? Number(v) : null;
 }
 
-const STORED_FIELDS = ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx'] as const;
+const STORED_FIELDS = [
+  'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx',
+  'kv_cache_spec_kind', 'kv_cache_spec_sliding_window',
+] as const;
 const REMOVED_FIELDS = ['block_hashes', 'medium', 'group_idx'] as const;
 
 /** An event's fields by name, whichever form it came in. */
@@ -134,9 +147,10 @@ function decodeEvent(raw: unknown): KvEvent | null {
       return {
         type: 'BlockStored', blockHashes: hashList(f.get('block_hashes'), 'BlockStored'),
         parentBlockHash: parent === null ? null : wireHash(parent), tokenIds: tokens.map(Number), blockSize,
-        loraName: optString(f.get('lora_name')), medium: optString(f.get('medium')),
+        loraId: optInt(f.get('lora_id')), loraName: optString(f.get('lora_name')), medium: optString(f.get('medium')),
         extraKeys: Array.isArray(extra) ? extra.map((k) => (Array.isArray(k) ? k : null)) : null,
-        groupIdx: optInt(f.get('group_idx')),
+        groupIdx: optInt(f.get('group_idx')), kvCacheSpecKind: optString(f.get('kv_cache_spec_kind')),
+        kvCacheSpecSlidingWindow: optInt(f.get('kv_cache_spec_sliding_window')),
       };
     }
     case 'BlockRemoved':
@@ -168,9 +182,9 @@ export function decodeBatch(payload: Uint8Array): KvEventBatch {
 }
 
 /**
- * Encodes a batch as current vLLM does: [ts, [events as maps], data_parallel_rank], with msgspec's
- * omit_defaults (fields whose default is None are left out when None; lora_id, medium and lora_name have no
- * default and are always written).
+ * Encodes a batch as current vLLM does: a map {ts, events, data_parallel_rank} of tagged map events, with
+ * msgspec's omit_defaults (a field whose default is None is left out when None; lora_id, medium and lora_name
+ * have no default and are always written), fields in declaration order, the tag first.
  */
 export function encodeBatch(batch: KvEventBatch): Uint8Array {
   const events = batch.events.map((e): Record<string, unknown> => {
@@ -178,10 +192,12 @@ export function encodeBatch(batch: KvEventBatch): Uint8Array {
       case 'BlockStored': {
         const m: Record<string, unknown> = {
           type: 'BlockStored', block_hashes: e.blockHashes, parent_block_hash: e.parentBlockHash, token_ids: e.tokenIds,
-          block_size: e.blockSize, lora_id: null, medium: e.medium, lora_name: e.loraName,
+          block_size: e.blockSize, lora_id: e.loraId, medium: e.medium, lora_name: e.loraName,
         };
         if (e.extraKeys !== null) m.extra_keys = e.extraKeys;
         if (e.groupIdx !== null) m.group_idx = e.groupIdx;
+        if (e.kvCacheSpecKind !== null) m.kv_cache_spec_kind = e.kvCacheSpecKind;
+        if (e.kvCacheSpecSlidingWindow !== null) m.kv_cache_spec_sliding_window = e.kvCacheSpecSlidingWindow;
         return m;
       }
       case 'BlockRemoved': {
@@ -193,5 +209,7 @@ export function encodeBatch(batch: KvEventBatch): Uint8Array {
         return { type: 'AllBlocksCleared' };
     }
   });
-  return encoder.encode([batch.ts, events, batch.dataParallelRank]);
+  const out: Record<string, unknown> = { ts: batch.ts, events };
+  if (batch.dataParallelRank !== null) out.data_parallel_rank = batch.dataParallelRank;
+  return encoder.encode(out);
 }

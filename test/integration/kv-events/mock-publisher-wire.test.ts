@@ -1,8 +1,9 @@
 // The mock replica's KV events on the wire, decoded with @msgpack/msgpack directly (not the gateway's decoder)
-// against vLLM's layout (vllm/distributed/kv_events.py): PUB multipart (topic, seq as 8 big-endian bytes,
-// payload), payload = [ts, [events as maps], data_parallel_rank], BlockStored with int block hashes, the
-// parent chain and every block's token ids; BlockRemoved when a cached block is evicted; the replay ROUTER
-// at the next port answering (empty, start seq) with (empty, seq, payload)… then seq −1 and an empty payload.
+// against current vLLM's layout (vllm/distributed/kv_events.py): PUB multipart (topic, seq as 8 big-endian
+// bytes, payload), payload = {ts, events, data_parallel_rank} (EventBatch is a plain msgspec Struct: a map) of
+// tagged map events; BlockStored with int block hashes, the parent chain, every block's token ids and its
+// KV-cache group (0, full_attention); BlockRemoved when a cached block is evicted; the replay ROUTER at the
+// next port answering (empty, start seq) with (empty, seq, payload)… then seq −1 and an empty payload.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { decode } from '@msgpack/msgpack';
@@ -28,14 +29,14 @@ after(async () => {
   await replica.close();
 });
 
-interface Frames { topic: Buffer; seq: bigint; batch: unknown[] }
+interface Frames { topic: Buffer; seq: bigint; batch: Record<string, unknown> }
 
 async function nextMessage(): Promise<Frames> {
   const frames = await sub.receive();
   assert.equal(frames.length, 3, 'topic, seq, payload');
   const [topic, seq, payload] = frames as [Buffer, Buffer, Buffer];
   assert.equal(seq.length, 8);
-  return { topic, seq: seq.readBigInt64BE(), batch: decode(payload, { useBigInt64: true }) as unknown[] };
+  return { topic, seq: seq.readBigInt64BE(), batch: decode(payload, { useBigInt64: true }) as Record<string, unknown> };
 }
 
 async function completion(prompt: string, maxTokens: number): Promise<{ cached: number }> {
@@ -65,15 +66,18 @@ test('BlockStored batches: vLLM framing, map-encoded events, int hashes chained 
     const m = await nextMessage();
     assert.equal(m.topic.length, 0, "vLLM's default topic is empty");
     assert.equal(m.seq, expectSeq++, 'sequence numbers count up from 0');
-    assert.ok(Array.isArray(m.batch) && m.batch.length === 3, 'EventBatch is positional: [ts, events, data_parallel_rank]');
-    const [ts, events, rank] = m.batch as [number, Array<Record<string, unknown>>, number];
+    assert.deepEqual(Object.keys(m.batch), ['ts', 'events', 'data_parallel_rank'], 'EventBatch is a map, in field order');
+    const { ts, events, data_parallel_rank: rank } = m.batch as { ts: number; events: Array<Record<string, unknown>>; data_parallel_rank: number };
     assert.equal(typeof ts, 'number');
     assert.ok(Math.abs(ts - Date.now() / 1000) < 60, 'ts is time.time(): seconds since the epoch');
     assert.equal(rank, 0);
     for (const e of events) {
       assert.equal(e.type, 'BlockStored', 'no eviction yet');
-      assert.deepEqual(Object.keys(e), ['type', 'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name'],
+      assert.deepEqual(Object.keys(e), ['type', 'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'group_idx', 'kv_cache_spec_kind'],
         'map-encoded with the tag first; None-default fields omitted, fields without a default always present');
+      assert.equal(e.group_idx, 0);
+      assert.equal(e.kv_cache_spec_kind, 'full_attention');
+      assert.equal(e.lora_id, null, 'the base model');
       assert.equal(e.block_size, 16);
       assert.equal(e.medium, 'GPU');
       assert.equal(e.lora_name, null);
@@ -105,10 +109,10 @@ test('evicting cached blocks publishes BlockRemoved with the hashes BlockStored 
     const m = await Promise.race([nextMessage(), new Promise<null>((r) => setTimeout(() => r(null), 2000))]);
     if (m === null) break;
     lastSeq = m.seq;
-    for (const e of (m.batch as [number, Array<Record<string, unknown>>])[1]) {
+    for (const e of m.batch.events as Array<Record<string, unknown>>) {
       if (e.type === 'BlockStored') for (const h of e.block_hashes as bigint[]) announced.add(h);
       if (e.type === 'BlockRemoved') {
-        assert.deepEqual(Object.keys(e), ['type', 'block_hashes', 'medium']);
+        assert.deepEqual(Object.keys(e), ['type', 'block_hashes', 'medium', 'group_idx']);
         removed.push(...(e.block_hashes as bigint[]));
       }
     }
@@ -131,7 +135,7 @@ test('evicting cached blocks publishes BlockRemoved with the hashes BlockStored 
         break;
       }
       seqs.push(seq);
-      assert.ok(Array.isArray(decode(frames[2]!, { useBigInt64: true })));
+      assert.ok(Array.isArray((decode(frames[2]!, { useBigInt64: true }) as { events: unknown }).events));
     }
     assert.equal(seqs[0], 1n, 'replay starts at the requested sequence number');
     assert.ok(seqs[seqs.length - 1]! >= lastSeq, 'and runs to the newest batch');

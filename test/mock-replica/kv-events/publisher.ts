@@ -1,6 +1,10 @@
 // The mock replica's KV-event publisher (`--kv-events tcp://HOST:PORT`), as vLLM's ZmqEventPublisher: a PUB
 // socket sending (topic, seq as 8 big-endian bytes, msgpack EventBatch) per engine step that changed the
 // prefix cache, and a ROUTER at the next port answering replay requests from its buffer of recent batches.
+// The payload is current vLLM's: a map EventBatch of tagged map events (wire.ts encodeBatch), each
+// BlockStored of the one full-attention KV-cache group (group_idx 0, kv_cache_spec_kind "full_attention")
+// with the adapter's int id (in the order adapters were first used, from 1, as vLLM numbers lora_int_id) and
+// its name.
 // Thread: main (mock process). Per cached or evicted block: one bigint mix and an array push; per step: one
 // msgpack encode and one send.
 //
@@ -50,18 +54,20 @@ interface PendingStored {
   parentBlockHash: bigint | null;
   tokenIds: number[];
   blockSize: number;
+  loraId: number | null;
   loraName: string | null;
   medium: string;
   extraKeys: null;
-  groupIdx: null;
+  groupIdx: number;
+  kvCacheSpecKind: string;
+  kvCacheSpecSlidingWindow: null;
   /** The mock's key of the last block, to extend the event with the next block of the same chain. */
   lastKey: number;
 }
 
-export interface KvEventFaults {
-  /** The next this many batches get sequence numbers and enter the replay buffer but are not published. */
-  skip: number;
-}
+/** The mock's one KV-cache group: a dense model's single full-attention group. */
+const GROUP = 0;
+const GROUP_KIND = 'full_attention';
 
 export class KvEventPublisher implements EngineBlockEvents {
   readonly endpoint: string;
@@ -74,13 +80,20 @@ export class KvEventPublisher implements EngineBlockEvents {
   private pending: Array<KvEvent | PendingStored> = [];
   /** The last pending event when it is a BlockStored / BlockRemoved that the next block may extend. */
   private openStored: PendingStored | null = null;
-  private openRemoved: { type: 'BlockRemoved'; blockHashes: bigint[]; medium: string; groupIdx: null } | null = null;
+  private openRemoved: { type: 'BlockRemoved'; blockHashes: bigint[]; medium: string; groupIdx: number } | null = null;
+  /** Adapter name → the int id vLLM would give it (lora_int_id: 1, 2, … in load order). */
+  private readonly loraIds = new Map<string, number>();
   private flushQueued = false;
   private nextSeq = 0;
   private readonly buffer: Array<{ seq: number; payload: Uint8Array }> = [];
   private sending: Promise<void> = Promise.resolve();
   /** Batches still to withhold from the PUB socket (the dropped-range test hook). */
   skip = 0;
+  /**
+   * Test hook: published batches leave out their BlockRemoved events, so a subscriber goes on believing the
+   * engine holds blocks it evicted; the replay buffer keeps the whole batches (a replay tells the truth).
+   */
+  withholdRemoved = false;
   /** Batches built so far (published or withheld). */
   get batches(): number {
     return this.nextSeq;
@@ -134,9 +147,15 @@ export class KvEventPublisher implements EngineBlockEvents {
     const bs = this.blockSize;
     let ev = this.openStored;
     if (ev === null || ev.lastKey !== parentHash || ev.loraName !== adapter) {
+      let loraId: number | null = null;
+      if (adapter !== null) {
+        loraId = this.loraIds.get(adapter) ?? this.loraIds.size + 1;
+        this.loraIds.set(adapter, loraId);
+      }
       ev = {
         type: 'BlockStored', blockHashes: [], parentBlockHash: parentHash === null ? null : this.wireHash(parentHash), tokenIds: [],
-        blockSize: bs, loraName: adapter, medium: 'GPU', extraKeys: null, groupIdx: null, lastKey: hash,
+        blockSize: bs, loraId, loraName: adapter, medium: 'GPU', extraKeys: null, groupIdx: GROUP, kvCacheSpecKind: GROUP_KIND,
+        kvCacheSpecSlidingWindow: null, lastKey: hash,
       };
       this.pending.push(ev);
       this.openStored = ev;
@@ -152,7 +171,7 @@ export class KvEventPublisher implements EngineBlockEvents {
     this.openStored = null;
     let ev = this.openRemoved;
     if (ev === null) {
-      ev = { type: 'BlockRemoved', blockHashes: [], medium: 'GPU', groupIdx: null };
+      ev = { type: 'BlockRemoved', blockHashes: [], medium: 'GPU', groupIdx: GROUP };
       this.pending.push(ev);
       this.openRemoved = ev;
     }
@@ -201,7 +220,10 @@ export class KvEventPublisher implements EngineBlockEvents {
     }
     const pub = this.pub;
     if (pub === null) return;
-    const frames = [this.topic, seqFrame(seq), payload];
+    const live = this.withholdRemoved && events.some((e) => e.type === 'BlockRemoved')
+      ? encodeBatch({ ts: Date.now() / 1000, events: events.filter((e) => e.type !== 'BlockRemoved'), dataParallelRank: 0 })
+      : payload;
+    const frames = [this.topic, seqFrame(seq), live];
     // One send at a time, in sequence order (a ZeroMQ socket takes one pending send); PUB never blocks, it
     // drops at the high-water mark as vLLM's does.
     this.sending = this.sending.then(() => pub.send(frames)).catch(() => {});

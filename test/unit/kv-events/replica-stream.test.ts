@@ -15,7 +15,7 @@ const SLOT = 2;
 const tokens = (n: number, base: number): number[] => Array.from({ length: n * BS }, (_, i) => (base * 7 + i) % 128000);
 
 function stored(hashes: bigint[], parent: bigint | null, toks: number[], lora: string | null = null, extraKeys: Array<unknown[] | null> | null = null): KvEvent {
-  return { type: 'BlockStored', blockHashes: hashes, parentBlockHash: parent, tokenIds: toks, blockSize: BS, loraName: lora, medium: 'GPU', extraKeys, groupIdx: null };
+  return { type: 'BlockStored', blockHashes: hashes, parentBlockHash: parent, tokenIds: toks, blockSize: BS, loraId: null, loraName: lora, medium: 'GPU', extraKeys, groupIdx: null, kvCacheSpecKind: null, kvCacheSpecSlidingWindow: null };
 }
 const removed = (hashes: bigint[]): KvEvent => ({ type: 'BlockRemoved', blockHashes: hashes, medium: 'GPU', groupIdx: null });
 const batch = (...events: KvEvent[]): Uint8Array => encodeBatch({ ts: Date.now() / 1000, events, dataParallelRank: 0 });
