@@ -332,7 +332,8 @@ export class ReplicaStream {
   private fallBack(reason: number): void {
     if (this.index.isLive(this.slot)) this.index.addStat(this.slot, Stat.Fallbacks + reason - 1);
     this.index.setState(this.slot, StreamState.Fallback, reason);
-    this.checks.setChecking(this.slot, this.driftHeld);
+    // Checks resume once the index is whole again (goLiveIfReady), also while drift holds the stream back.
+    this.checks.setChecking(this.slot, false);
   }
 
   private goLiveIfReady(): void {

@@ -56,7 +56,7 @@ async function chat(topic: string): Promise<Answer> {
 
 const metric = async (re: RegExp): Promise<number> => Number(re.exec(await (await fetch(`${stack.url}/metrics`)).text())?.[1] ?? Number.NaN);
 
-test('events that keep evicted blocks: predictions the replica contradicts send it to the approximate index, and it comes back once they agree', async () => {
+test('events that keep evicted blocks: predictions the replica contradicts send it to the approximate index, and it comes back once they agree', async (t) => {
   // Honest events first: a repeated conversation is predicted from events, exactly.
   await chat('warmup');
   await caughtUp();
@@ -77,15 +77,16 @@ test('events that keep evicted blocks: predictions the replica contradicts send 
     await caughtUp();
   }
   assert.ok(contradicted >= 4, `the index predicted hits the replica did not report (${contradicted} of 8)`);
+  // The publisher tells the truth again; the drift's replay rebuilds the index from the (complete) replay buffer.
+  await hook({ withhold_removed: false });
   await waitFor(() => ix().reason(slot()) === 'drift' && !ix().isLive(slot()), 5000, 10);
   assert.equal((await chat('probe')).index, 'approximate', 'the route header shows the fallback');
   assert.equal(await metric(/^gateway_kv_events_fallbacks_total\{replica="8b-1",reason="drift"\} (\S+)$/m), 1);
-  assert.ok(await metric(/^gateway_kv_events_prediction_precision\{replica="8b-1"\} (\S+)$/m) < 0.7, 'precision below the threshold');
+  const fell = await metric(/^gateway_kv_events_prediction_precision\{replica="8b-1"\} (\S+)$/m);
+  assert.ok(fell < 0.7, `precision below the threshold (${fell})`);
   assert.ok(await metric(/^gateway_prefix_prediction_error_tokens_sum\{pool="8b",replica="8b-1"\} (\S+)$/m) > 0,
     'the per-replica error histogram shows the over-prediction');
 
-  // The publisher tells the truth again; the drift replay rebuilt the index from the (complete) replay buffer.
-  await hook({ withhold_removed: false });
   // Conversations asked twice: the second time, the events (checked while the approximate index routes) predict
   // the hit the replica reports. Eight of them are the evidence the judge needs.
   for (let i = 0; i < 14 && !ix().isLive(slot()); i++) {
@@ -95,6 +96,8 @@ test('events that keep evicted blocks: predictions the replica contradicts send 
   }
   await waitFor(() => ix().isLive(slot()), 5000, 10);
   assert.equal((await chat('again0')).index, 'events', 'agreeing again: served from events');
-  assert.ok(await metric(/^gateway_kv_events_prediction_precision\{replica="8b-1"\} (\S+)$/m) >= 0.9);
+  const back = await metric(/^gateway_kv_events_prediction_precision\{replica="8b-1"\} (\S+)$/m);
+  assert.ok(back >= 0.9, `precision back over 0.9 (${back})`);
+  t.diagnostic(`precision: ${fell.toFixed(3)} at the fallback, ${back.toFixed(3)} back on events; ${contradicted} of 8 re-asked conversations over-predicted`);
   assert.equal(await metric(/^gateway_kv_events_live\{replica="8b-1"\} (\S+)$/m), 1);
 });
