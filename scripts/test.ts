@@ -65,6 +65,7 @@ export const BESIDE_SERIAL_NICED = new Set([
   'test/unit/tokenize/model-tokenizers.test.ts',
   'test/unit/sim/kv-events.test.ts',
   'test/unit/tokenize/jinja-template.test.ts',
+  'test/unit/tokenize/goldens.test.ts',
   'test/unit/sim/sweep.test.ts',
   'test/unit/tokenize/model-prompt-cache.test.ts',
   'test/unit/load/seed-mix-requests.test.ts',
