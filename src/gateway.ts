@@ -3,6 +3,7 @@
 // start gateways through here, so tests run exactly the production wiring.
 // Thread: main. Setup and shutdown only.
 import type { GatewayConfig } from './config/schema.ts';
+import { unreachableTargets } from './admission/reach.ts';
 import { createQuotaStore } from './quota/create-quota-store.ts';
 import { SharedQuotaTable } from './quota/shared-quota-table.ts';
 import { tenantLimits, type QuotaStore } from './quota/types.ts';
@@ -97,6 +98,11 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const path = new RequestPath(cfg, {
     env, registry, prefixIndex, quota, tokenizer, upstream, usage, responses, metrics, log, routingPolicy: opts.routingPolicy,
   });
+  // Targets an idle replica cannot meet are served best effort (src/admission/README.md): say so once per pool and tier.
+  const warnReach = (c: GatewayConfig): void => {
+    for (const u of unreachableTargets(c)) log.warn({ component: 'admission', pool: u.pool, tier: u.tier }, u.message);
+  };
+  warnReach(cfg);
   // A restarted replica's cache is empty: the router forgets what it believed the replica held, and the
   // responses it stored are gone.
   registry.onRestart((slot) => {
@@ -157,6 +163,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       for (const url of gone) void upstream.forget(url);
       metrics.reconfigure(next);
       const services = path.reload(next);
+      warnReach(next);
       for (const slot of left) services.router.replicaReset(slot);
       await front.reload(services, left);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');

@@ -72,6 +72,14 @@ export class DeadlineQueue<E extends QueuedEntry> {
     return sum;
   }
 
+  /** The latest deadline among the entries served before a new entry with this deadline (NaN with none): by then all of them have left. */
+  lastDeadlineAhead(deadlineMs: number): number {
+    const items = this.items;
+    let last = Number.NaN;
+    for (let i = 0; i < items.length && items[i]!.deadlineMs <= deadlineMs; i++) last = items[i]!.deadlineMs;
+    return last;
+  }
+
   /** Copies the entries into `out` (reused by the caller), head first: the pump walks a snapshot because
    *  the callbacks it runs may enqueue or cancel. */
   snapshot(out: E[]): E[] {

@@ -2,7 +2,7 @@
 // TTFT budget without pushing its batch past the TPOT target, and if not, how long until it could?
 //   budget   = the tier's TTFT (admission.ttft_ms_by_tier; prompts over 4,000 tokens at least 1.25 × their
 //              idle-replica TTFT) less the time already spent in the admission queue
-//   fits     = predicted TTFT ≤ limit, predicted TPOT ≤ tpot_margin × the pool's tpot_target_ms and no stream
+//   fits     = predicted TTFT ≤ limit, predicted TPOT ≤ the TPOT limit and no stream
 //              there pushed past its own TPOT target by this request's prefill (GpuPrediction.harm), where
 //              limit = max(ttft_margin × budget, 1.05 × own), own being the request's TTFT there with nothing
 //              queued ahead (ttftLimitMs): a request whose own prefill takes most of its budget is served
@@ -16,12 +16,18 @@
 //              with none of it, holding a request to half its budget only sheds what the replica would serve
 //              in time: on an idle demo replica a second 1,500-token prompt (~280 ms, 360 ms at worst) was
 //              shed against a 200 ms limit.
+//   TPOT limit = tpot_margin applied to the pool (PoolFigures.tpotLimitMs: the share of the headroom above
+//              the idle step the margin leaves on the 8B engine it was tuned on), at least what this replica
+//              reaches idle for this request (its step at batch 1 over the request's own context); where that
+//              passes the target itself (out of reach even idle: reach.ts), 1.05 × it: the request is judged
+//              against what an idle replica reaches, as the TTFT's own floor does, and served best effort.
+//              Likewise a queued request whose own TTFT passes its whole budget keeps the 1.05 × own floor.
 //   waitMs   = the model's time until it would fit (queue ahead drained, ρ decayed, the harmed streams ended);
 //              Infinity when never. Every policy's pick is judged so: the per-stream rule is admission's, not
 //              kv-aware's alone (kv-aware's fit applies the same rule, so it looks for a replica that passes).
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
 import { GpuPrediction, waitUntilFits, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
-import { ttftLimitMs } from '../router/filters/headroom-filter.ts';
+import { OWN_TTFT_SLACK, ttftLimitMs } from '../router/filters/headroom-filter.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 
 
@@ -46,10 +52,15 @@ export class GpuFit {
       this.waitMs = 0;
       return true;
     }
-    const budget = gpu.budgetMs(req, tierMs) - waitedMs;
-    const limit = waitedMs === 0 || budget > p.ownTtftMs ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
+    const whole = gpu.budgetMs(req, tierMs);
+    const budget = whole - waitedMs;
+    const limit = waitedMs === 0 || budget > p.ownTtftMs || p.ownTtftMs > whole ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
     this.limitMs = limit;
-    this.tpotLimitMs = tpotMargin * fig.tpotTargetMs;
+    let tpotLimit = fig.tpotLimitMs(tpotMargin);
+    const reach = gpu.decode.stepMs(slot, fig, 1, req.promptTokens + req.maxTokens);
+    if (reach > fig.tpotTargetMs) tpotLimit = OWN_TTFT_SLACK * reach;
+    else if (reach > tpotLimit) tpotLimit = reach;
+    this.tpotLimitMs = tpotLimit;
     if (p.tpotMs <= this.tpotLimitMs && p.harm === 0) {
       if (p.ttftMs <= limit) {
         this.waitMs = 0;

@@ -13,52 +13,39 @@
 //   shed  (429 server_overloaded, Retry-After = the predicted time until it would fit) at arrival otherwise,
 //         when the queue is full, or when its deadline passes in the queue.
 //   A request larger than every replica's whole KV gets 400 context_length_exceeded at once.
+// Work conservation: before a request is queued or shed (at arrival, or when its deadline passes), a member
+// that is idle by the table and the ledger and whose free KV holds it takes it, fit or not (fitting-route.ts):
+// a request is never refused while a replica that could serve it has nothing to do. Targets out of reach even
+// idle are judged against what an idle replica reaches (gpu-fit.ts, reach.ts) and counted.
+// Retry-After is a prediction, never a stand-in: the model's wait, the KV drain, or when a replica goes idle
+// (its streams' ends, GpuPrediction.idleMs); a pool whose state nothing shows gets 503, not a guessed 429.
 // The pump re-routes from the head when a request on this pool ends (released), at every scrape interval
 // while the queue is non-empty, and when a queued request leaves; an entry that does not fit keeps its
 // tokens reserved, so smaller ones behind it may use what is left but never what it waits for.
 // Callbacks (`done`) run synchronously inside acquire/pump/cancel, and the caller records its dispatch in the
 // ledger before returning: the next decision, in the same pump, sees it (connection count, KV estimate).
 // Thread: the acceptor. No I/O; every wait goes through the injected Clock (virtual in the simulator).
-import { LEDGER_INFLIGHT } from '../registry/inflight-ledger.ts';
 import type { RouteResult } from '../router/route.ts';
-import type { FleetView, RouteRequest } from '../router/types.ts';
-import type { Clock } from '../util/clock.ts';
+import { FittingRoute } from './fitting-route.ts';
+import { infeasibleReason } from './reach.ts';
 import { allowanceOf, needOf } from './request-figures.ts';
 import { AdmissionTicket } from './ticket.ts';
 import { overloaded, tooLarge } from './rejections.ts';
 import { DeadlineQueue } from './deadline-queue.ts';
 import { DrainRate } from './drain-rate.ts';
 import { GpuFit } from './gpu-fit.ts';
-import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import { PoolBudget } from './pool-budget.ts';
+import type { AdmissionDeps, AdmissionDone, AdmissionRequest, ShedReason } from './types.ts';
 
 export { AdmissionTicket } from './ticket.ts';
-import { PoolBudget, type PoolBudgetReader } from './pool-budget.ts';
-import type { AdmissionConfig, AdmissionDone, AdmissionMetrics, AdmissionRequest, RouteStep, ShedReason } from './types.ts';
+export type { AdmissionDeps } from './types.ts';
 
 /** Weight of each request leaving the queue in the share that missed their deadline (≈ the last ten). */
 const MISS_SHARE_ALPHA = 0.1;
-
-/** What every pool's controller shares; the mutable fields change on config reload. */
-export interface AdmissionDeps {
-  readonly fleet: FleetView;
-  readonly budget: PoolBudgetReader;
-  /** The gateway's GPU-time model (the Router feeds it). */
-  readonly gpu: GpuTimeModel;
-  readonly clock: Clock;
-  readonly metrics: AdmissionMetrics | null;
-  cfg: AdmissionConfig;
-  router: RouteStep;
-  /** upstream.connections_per_replica: this gateway's in-flight requests per replica never exceed it. */
-  connectionsPerReplica: number;
-  /** How often a non-empty queue re-reads the fleet (the registry's scrape interval), ms. */
-  pollMs: number;
-  readonly onCallbackError: (err: unknown) => void;
-}
-
-type Routed = RouteResult & { ok: true };
-/** `best`: the policy's least bad choice when it said none fits (kv-aware), for the wait estimate. */
-type Fit = Routed | { ok: false; reason: 'no_healthy_replica' | 'all_tried' | 'full'; best?: Routed };
-const FULL: Fit = { ok: false, reason: 'full' };
+/** What the pump did with one queued entry. */
+const STAYS = 0;
+const ADMITTED = 1;
+const UNROUTABLE = 2;
 
 let ticketSeq = 0;
 
@@ -82,12 +69,13 @@ export class PoolAdmission {
   private missShare = 0;
   private pumpAgain = false;
   private readonly snapshot: AdmissionTicket[] = [];
-  private readonly excluded: number[] = [];
   private readonly fit = new GpuFit();
+  private readonly routes: FittingRoute;
 
   constructor(poolId: string, deps: AdmissionDeps) {
     this.poolId = poolId;
     this.deps = deps;
+    this.routes = new FittingRoute(deps);
   }
 
   get queueDepth(): number {
@@ -113,11 +101,15 @@ export class PoolAdmission {
     const t = new AdmissionTicket(req, done, now, allowanceOf(deps.gpu, req, cfg), ticketSeq = (ticketSeq + 1) | 0, r.promptTokens + outputTokens);
     const b = this.readBudget();
     // NaN (no member reports its size) compares false: the check is skipped rather than guessed.
-    if (r.promptTokens + r.maxTokens > b.wholeMaxTokens) {
+    if (r.promptTokens + outputTokens > b.wholeMaxTokens) {
       this.settle(t, { kind: 'rejected', rejection: tooLarge(req, b.wholeMaxTokens), shed: null, queuedMs: 0 });
       return t;
     }
-    const fit = this.routeFitting(req);
+    const tierMs = cfg.ttft_ms_by_tier[req.tier];
+    const fig = deps.gpu.figures(r.poolId);
+    const infeasible = fig === undefined ? null : infeasibleReason(fig, r.promptTokens, r.promptTokens + outputTokens, tierMs);
+    if (infeasible !== null) deps.metrics?.infeasible?.(this.poolId, req.tier, infeasible);
+    const fit = this.routes.routeFitting(req);
     if (!fit.ok && fit.reason !== 'full') {
       this.settle(t, { kind: 'unroutable', reason: fit.reason, queuedMs: 0 });
       return t;
@@ -125,7 +117,6 @@ export class PoolAdmission {
     const ahead = this.queue.tokensAhead(t.deadlineMs);
     const room = this.room(b) - ahead;
     const gf = this.fit;
-    const tierMs = cfg.ttft_ms_by_tier[req.tier];
     const judged = fit.ok ? fit : fit.best;
     let gpuOk = false;
     if (judged !== undefined) {
@@ -139,6 +130,7 @@ export class PoolAdmission {
         return t;
       }
     }
+    if (this.admitIdle(t, 0)) return t;
     if (this.queue.length >= cfg.max_queued_requests) {
       return this.shed(t, 'queue_full', this.waitMs(this.queue.queuedTokens, t.needTokens, this.room(b), now), 0);
     }
@@ -155,9 +147,13 @@ export class PoolAdmission {
     } else {
       waitMs = this.waitMs(ahead, t.needTokens, this.room(b), now);
     }
-    // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain.
-    if (this.queue.length > 0 && this.missShare > 0.5 && !(waitMs > t.allowanceMs)) waitMs = t.allowanceMs + 1;
     if (waitMs > t.allowanceMs) return this.shed(t, 'wait_exceeds_deadline', waitMs, 0);
+    // The queue's own record overrides a hopeful estimate: most of those queued lately waited in vain. Shed
+    // now; by the retry, every request queued ahead of this one has left (by its deadline at the latest).
+    if (this.queue.length > 0 && this.missShare > 0.5) {
+      const ahead = this.queue.lastDeadlineAhead(t.deadlineMs) - now;
+      return this.shed(t, 'queue_missing', ahead > waitMs ? ahead : waitMs, 0);
+    }
     t.queued = true;
     this.queue.insert(t);
     deps.metrics?.admission(this.poolId, 'queued');
@@ -218,93 +214,82 @@ export class PoolAdmission {
     let room = this.room(b);
     // No live member: route every entry, so that each learns it is unroutable instead of waiting it out.
     const noneLive = b.live === 0;
+    // Some member idle: each entry the rules leave queued tries it (work conservation), deadline order first.
+    let idleLeft = this.routes.anyIdle(this.poolId);
     /** Σ needs of the entries still queued before the current one (for a shed entry's honest Retry-After). */
     let before = 0;
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
       if (!e.queued) continue; // settled by a callback earlier in this walk
+      const queuedMs = now - e.arrivedMs;
       if (e.deadlineMs <= now) {
-        this.dequeue(e);
-        this.observeLeave(true);
-        this.shed(e, 'deadline_passed', this.waitMs(before, e.needTokens, this.room(b), now), now - e.arrivedMs);
+        const served = idleLeft && this.admitIdle(e, queuedMs);
+        if (served) idleLeft = this.routes.anyIdle(this.poolId);
+        else this.dequeue(e);
+        this.observeLeave(!served);
+        if (!served) this.shed(e, 'deadline_passed', this.waitMs(before, e.needTokens, this.room(b), now), queuedMs);
         continue;
       }
-      // Deadline order: every later entry is unexpired too, and with no room left none of them can go.
-      if (room <= 0 && !noneLive) break;
-      if (room < e.needTokens && !noneLive) {
-        room -= e.needTokens;
-        before += e.needTokens;
-        continue;
-      }
-      const routed = this.routeFitting(e.req);
-      const cfg = this.deps.cfg;
-      if (!routed.ok && routed.reason !== 'full') {
-        this.dequeue(e);
-        this.settle(e, { kind: 'unroutable', reason: routed.reason, queuedMs: now - e.arrivedMs });
-        continue;
-      }
-      // As at arrival: the policy's choice when it fits, its least bad one when the worst case fits there.
-      const fit = routed.ok ? routed : routed.best;
-      if (fit === undefined || !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin) ||
-        (!routed.ok && !this.fit.certain)) {
-        room -= e.needTokens;
-        before += e.needTokens;
-        continue;
-      }
-      this.queue.setNeed(e, needOf(e.req, fit.decision.cachedBlocks));
-      if (room < e.needTokens) {
-        room -= e.needTokens;
-        before += e.needTokens;
+      // Deadline order: every later entry is unexpired too, and with no room and no idle member none can go.
+      if (room <= 0 && !noneLive && !idleLeft) break;
+      const left = this.pumpEntry(e, now, room, noneLive);
+      if (left === ADMITTED) room -= e.needTokens;
+      if (left !== STAYS) continue;
+      if (idleLeft && this.admitIdle(e, queuedMs)) {
+        this.observeLeave(false);
+        idleLeft = this.routes.anyIdle(this.poolId);
         continue;
       }
       room -= e.needTokens;
-      this.dequeue(e);
-      this.observeLeave(false);
-      this.fit.record(fit.decision);
-      this.admit(e, fit, now - e.arrivedMs);
+      before += e.needTokens;
     }
     entries.length = 0;
   }
 
   /**
-   * The router's choice, re-asked without replicas at their connection cap (this gateway's in-flight
-   * requests there, from the ledger): past the cap a request would wait for a socket inside the upstream
-   * client with no byte sent, the silent queue admission exists to replace. 'full' when every healthy,
-   * untried replica is at its cap, or the policy says its choice does not fit (decision.fits).
+   * One queued entry, as at arrival: admitted when the policy's choice fits (its least bad one when the
+   * worst case fits there) and the room covers its need; unroutable when the pool has no replica left for it.
    */
-  private routeFitting(a: AdmissionRequest): Fit {
-    const deps = this.deps;
-    const req = a.route;
-    let r = deps.router.route(req);
-    if (!r.ok) return r;
-    if (!this.takes(r.slot, a, r.decision.cachedBlocks)) {
-      const excl = this.excluded;
-      excl.length = 0;
-      for (let i = 0; i < req.excluded.length; i++) excl.push(req.excluded[i]!);
-      // One object per re-route, only when the first choice cannot take the request.
-      const again: RouteRequest = { ...req, excluded: excl };
-      do {
-        excl.push(r.slot);
-        r = deps.router.route(again);
-      } while (r.ok && !this.takes(r.slot, a, r.decision.cachedBlocks));
-      excl.length = 0;
-      if (!r.ok) return r.reason === 'no_healthy_replica' ? r : FULL;
-      // The route header and the why-metric say the policy's first choice was passed over for room, not
-      // that the replica finally chosen was picked for its own sake (it may look "cold" to the policy).
-      r.decision.why = 'headroom';
+  private pumpEntry(e: AdmissionTicket, now: number, room: number, noneLive: boolean): typeof STAYS | typeof ADMITTED | typeof UNROUTABLE {
+    if (room < e.needTokens && !noneLive) return STAYS;
+    const routed = this.routes.routeFitting(e.req);
+    const cfg = this.deps.cfg;
+    if (!routed.ok && routed.reason !== 'full') {
+      this.dequeue(e);
+      this.settle(e, { kind: 'unroutable', reason: routed.reason, queuedMs: now - e.arrivedMs });
+      return UNROUTABLE;
     }
-    return r.decision.fits ? r : { ok: false, reason: 'full', best: r };
+    // As at arrival: the policy's choice when it fits, its least bad one when the worst case fits there.
+    const fit = routed.ok ? routed : routed.best;
+    if (fit === undefined || !this.fit.judge(this.deps.gpu, e.req.route, fit.slot, fit.decision.cachedBlocks, cfg.ttft_ms_by_tier[e.req.tier], now - e.arrivedMs, cfg.ttft_margin, cfg.tpot_margin) ||
+      (!routed.ok && !this.fit.certain)) return STAYS;
+    this.queue.setNeed(e, needOf(e.req, fit.decision.cachedBlocks));
+    if (room < e.needTokens) return STAYS;
+    this.dequeue(e);
+    this.observeLeave(false);
+    this.fit.record(fit.decision);
+    this.admit(e, fit, now - e.arrivedMs);
+    return ADMITTED;
   }
 
   /**
-   * The replica can take the request now: fewer than connections_per_replica of this gateway's requests in
-   * flight there, and (when its row is fresh) room for the request beyond its headroom. The KV part repeats
-   * what the kv-aware policy checks itself, for the policies that do not look at KV at all.
+   * Work conservation: an idle member that can serve the request takes it (FittingRoute.routeIdle), with the
+   * model's prediction there recorded for learning. Requests queued ahead go first: while any waits, the
+   * pump runs before a new arrival may take an idle replica. False when no member is idle for it.
    */
-  private takes(slot: number, a: AdmissionRequest, cachedBlocks: number): boolean {
-    const deps = this.deps;
-    if (deps.fleet.ledger.get(slot, LEDGER_INFLIGHT) >= deps.connectionsPerReplica) return false;
-    return !(deps.budget.replicaRoom(slot, deps.cfg.headroom_ratio) < needOf(a, cachedBlocks));
+  private admitIdle(t: AdmissionTicket, queuedMs: number): boolean {
+    if (!t.queued && this.queue.length > 0 && !this.pumping) {
+      if (this.routes.routeIdle(t.req) === null) return false;
+      this.pump();
+    }
+    const idle = this.routes.routeIdle(t.req);
+    if (idle === null) return false;
+    const cfg = this.deps.cfg;
+    this.fit.judge(this.deps.gpu, t.req.route, idle.slot, idle.decision.cachedBlocks, cfg.ttft_ms_by_tier[t.req.tier], queuedMs, cfg.ttft_margin, cfg.tpot_margin);
+    this.fit.record(idle.decision);
+    if (t.queued) this.dequeue(t);
+    this.admit(t, idle, queuedMs);
+    return true;
   }
 
   /** One queued request left the queue: admitted, or `missed` its deadline. */
@@ -318,8 +303,24 @@ export class PoolAdmission {
     this.settle(t, { kind: 'admitted', slot: fit.slot, replicaId: fit.replicaId, decision: fit.decision, queuedMs });
   }
 
+  /**
+   * 429 server_overloaded with Retry-After from `waitMs`, the branch's prediction. Where it has none (Infinity:
+   * the model sees no way the request fits by waiting, or nothing drains that anyone can measure): when the
+   * first replica that could take it goes idle (an idle replica is never refused), plus one poll for the scrape
+   * that shows it; else the KV drain's estimate; and with none of these, the pool's state is unknown: 503.
+   */
   private shed(t: AdmissionTicket, reason: ShedReason, waitMs: number, queuedMs: number): AdmissionTicket {
-    const retryAfterSeconds = this.retryAfterSeconds(waitMs);
+    let ms = waitMs;
+    if (!Number.isFinite(ms)) {
+      const idle = this.routes.idleHorizonMs(t.req);
+      ms = Number.isFinite(idle) ? idle + this.deps.pollMs : this.waitMs(this.queue.tokensAhead(t.deadlineMs), t.needTokens, this.roomTokens(), this.deps.clock.now());
+    }
+    if (!Number.isFinite(ms)) {
+      this.settle(t, { kind: 'unroutable', reason: 'no_healthy_replica', queuedMs });
+      return t;
+    }
+    const s = Math.ceil(ms / 1000);
+    const retryAfterSeconds = s > 1 ? s : 1;
     this.deps.metrics?.admission(this.poolId, 'shed');
     this.deps.metrics?.shed(this.poolId, reason === 'deadline_passed' ? 'queued' : 'arrival');
     this.settle(t, { kind: 'rejected', rejection: overloaded(reason, retryAfterSeconds, t.allowanceMs, this.poolId, this.deps.cfg.max_queued_requests), shed: reason, queuedMs });
@@ -359,13 +360,6 @@ export class PoolAdmission {
     if (!(rate > 0)) return Number.POSITIVE_INFINITY;
     const short = aheadTokens + needTokens - room;
     return ((short > 0 ? short : aheadTokens + needTokens) / rate) * 1000;
-  }
-
-  /** Whole seconds ≥ 1 from an estimated wait; with no estimate at all, the time rows take to go stale. */
-  private retryAfterSeconds(waitMs: number): number {
-    const ms = Number.isFinite(waitMs) ? waitMs : this.deps.cfg.stale_ms;
-    const s = Math.ceil(ms / 1000);
-    return s > 1 ? s : 1;
   }
 
   private readBudget(): PoolBudget {

@@ -94,6 +94,27 @@ export class PoolBudgetReader {
   }
 
   /**
+   * The replica could serve a request of `needTokens` now and has nothing to do: healthy, not draining, none
+   * of this gateway's requests in flight there (the ledger), a fresh row showing nothing running or waiting,
+   * and free KV for the request (its headroom is for the neighbours a request could preempt: it has none).
+   * A stale row is unknown load, never idle.
+   */
+  idle(slot: number, needTokens: number): boolean {
+    const fleet = this.fleet;
+    if (!fleet.isHealthy(slot) || fleet.replica(slot).draining || fleet.ledger.get(slot, LEDGER_INFLIGHT) > 0) return false;
+    const st = this.state;
+    if (!this.kv.read(slot, st) || st.running > 0 || st.waiting > 0) return false;
+    return !((st.totalBlocks - st.usedBlocks) * st.blockSize < needTokens);
+  }
+
+  /** The replica's whole KV in tokens (NaN unknown): a request larger than it can never run there. */
+  wholeTokens(slot: number): number {
+    const st = this.state;
+    this.kv.read(slot, st);
+    return st.totalBlocks * st.blockSize;
+  }
+
+  /**
    * One replica's room: its free KV tokens beyond its own headroom share. NaN when its row is stale or has no
    * KV size (unknown, so no reason to refuse it).
    */

@@ -6,7 +6,10 @@
 import type { GatewayConfig, TenantConfig } from '../config/schema.ts';
 import type { Rejection } from '../errors/rejection.ts';
 import type { RouteResult } from '../router/route.ts';
-import type { Decision, RouteRequest } from '../router/types.ts';
+import type { Decision, FleetView, RouteRequest } from '../router/types.ts';
+import type { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import type { Clock } from '../util/clock.ts';
+import type { PoolBudgetReader } from './pool-budget.ts';
 
 export type SlaTier = TenantConfig['sla_tier'];
 export type AdmissionConfig = GatewayConfig['admission'];
@@ -23,8 +26,11 @@ export interface AdmissionRequest {
   readonly promptParam: 'messages' | 'prompt' | 'input';
 }
 
+/** Why a request's targets are out of reach on an idle replica (reach.ts): the pool's own step, or its own size. */
+export type InfeasibleReason = 'step_time' | 'prompt_length';
+
 /** Why a request was refused with server_overloaded (the shed counter's reason, the log line's detail). */
-export type ShedReason = 'queue_full' | 'wait_exceeds_deadline' | 'deadline_passed' | 'slo_unreachable';
+export type ShedReason = 'queue_full' | 'wait_exceeds_deadline' | 'deadline_passed' | 'slo_unreachable' | 'queue_missing';
 
 export type AdmissionOutcome =
   /** Route to `slot` now. The caller records its dispatch (ledger.dispatch) before `done` returns. */
@@ -48,4 +54,24 @@ export interface AdmissionMetrics {
   admission(pool: string, result: 'admitted' | 'queued' | 'shed'): void;
   /** A 429 server_overloaded: decided at arrival, or after waiting in the queue (its deadline passed). */
   shed(pool: string, when: 'arrival' | 'queued'): void;
+  /** A request whose tier's targets are out of reach even on an idle replica (reach.ts), whatever is decided. */
+  infeasible?(pool: string, tier: SlaTier, reason: InfeasibleReason): void;
 }
+
+/** What every pool's controller shares; the mutable fields change on config reload. */
+export interface AdmissionDeps {
+  readonly fleet: FleetView;
+  readonly budget: PoolBudgetReader;
+  /** The gateway's GPU-time model (the Router feeds it). */
+  readonly gpu: GpuTimeModel;
+  readonly clock: Clock;
+  readonly metrics: AdmissionMetrics | null;
+  cfg: AdmissionConfig;
+  router: RouteStep;
+  /** upstream.connections_per_replica: this gateway's in-flight requests per replica never exceed it. */
+  connectionsPerReplica: number;
+  /** How often a non-empty queue re-reads the fleet (the registry's scrape interval), ms. */
+  pollMs: number;
+  readonly onCallbackError: (err: unknown) => void;
+}
+

@@ -38,6 +38,12 @@ export class GpuPrediction {
   harm = 0;
   /** When the last of those streams would end, ms from now (StreamSlack.clearMs); 0 when it harms none. */
   harmClearMs = 0;
+  /**
+   * When this gateway's requests there would all have ended with no new work sent (StreamSlack.idleMs), ms
+   * from now; `idleKnown` when that is when the replica goes idle: its row is fresh and shows nothing but ours.
+   */
+  idleMs = 0;
+  idleKnown = false;
   inflight = 0;
   /**
    * Nothing there the gateway cannot see: no sequence decoding (so no decode step in progress of unseen
@@ -56,7 +62,8 @@ export class GpuPrediction {
 /**
  * How long until `p` would fit a TTFT limit of `budgetMs` and a TPOT of `tpotMs` on its replica, with no new
  * work sent there meanwhile: the queue ahead drains in real time, and ρ decays with the window. Infinity when
- * it never would by either (its own prefill alone is over the budget, or the step alone over the TPOT).
+ * it never would by either (its own prefill alone is over the budget, or its TPOT is the batch's step, not
+ * prefill that decays): the caller then waits for streams to end (GpuPrediction.idleMs).
  */
 export function waitUntilFits(p: GpuPrediction, budgetMs: number, tpotMs: number): number {
   let wait = 0;
@@ -64,10 +71,11 @@ export function waitUntilFits(p: GpuPrediction, budgetMs: number, tpotMs: number
     if (p.ownTtftMs > budgetMs) return Number.POSITIVE_INFINITY;
     wait = p.ttftMs - budgetMs;
   }
-  if (p.tpotMs > tpotMs && p.rhoArriving > 0) {
-    // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target.
+  if (p.tpotMs > tpotMs) {
+    // ρ(t) = ρ₀·e^(−t/τ) + own: the ρ that would meet the target is 1 − step / target. With no arriving
+    // prefill left to decay, or a step alone past the limit, only streams ending would help: not this wait's.
     const need = 1 - p.stepMs / tpotMs - p.rhoOwn;
-    if (!(need > 0)) return Number.POSITIVE_INFINITY;
+    if (!(need > 0) || !(p.rhoArriving > need)) return Number.POSITIVE_INFINITY;
     const t = ARRIVAL_WINDOW_MS * Math.log(p.rhoArriving / need);
     if (t > wait) wait = t;
   }

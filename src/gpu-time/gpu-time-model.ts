@@ -223,9 +223,12 @@ export class GpuTimeModel {
     out.rho = rho;
     out.tpotMs = out.stepMs / (1 - rho);
     const disp = this.dispatchedWork[slot]!;
-    this.q.set(now, out.stepMs, STREAM_TPOT_MARGIN * fig.tpotTargetMs, rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
+    // Each stream is held to STREAM_TPOT_MARGIN of the target, as a share of the headroom above the idle step (pool-figures.ts).
+    this.q.set(now, out.stepMs, fig.tpotLimitMs(STREAM_TPOT_MARGIN), rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
     out.harm = this.streams.harm(slot, this.q);
     out.harmClearMs = this.streams.clearMs;
+    out.idleMs = this.streams.idleMs;
+    out.idleKnown = fresh && ownOnly;
     return out;
   }
 

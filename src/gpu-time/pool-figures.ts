@@ -9,6 +9,16 @@ import type { PoolConfig } from '../config/schema.ts';
 export const BATCH_UNIT = 64;
 export const KV_UNIT_TOKENS = 100_000;
 
+/**
+ * The engine the TPOT margins (admission.tpot_margin, STREAM_TPOT_MARGIN) were tuned on: the seed fleet's 8B
+ * pool (the schema's engine defaults), idle decode step 10.5 + 0.025 ms at batch 1 with no context, both in the
+ * simulator on seed 1 (tpot_margin on the seed mix: src/admission/README.md, "Tiers and margins";
+ * STREAM_TPOT_MARGIN on the Azure trace: src/gpu-time/README.md, "Parameters"). A margin is applied as the share of the headroom between the idle step and the target that
+ * it leaves on that engine (tpotLimitMs), so it keeps its tuned value there and no pool's target, however
+ * close to its own idle step, is put out of reach by it.
+ */
+const TUNED_IDLE_STEP_MS = 10.525;
+
 export class PoolFigures {
   readonly poolId: string;
   readonly blockSize: number;
@@ -41,6 +51,22 @@ export class PoolFigures {
   /** The nominal decode step with `batch` sequences reading `kvTokens` of context. */
   stepMs(batch: number, kvTokens: number): number {
     return this.baseMs + this.perSeqMs * batch + this.perKvTokenMs * kvTokens;
+  }
+
+  /**
+   * The TPOT a prediction is held to under `margin` (a share of the target): the pool's idle step (batch 1, no
+   * context) plus the share of its headroom up to the target that `margin` leaves on the tuned engine,
+   *   share = (margin × target − TUNED_IDLE_STEP_MS) / (target − TUNED_IDLE_STEP_MS), at least 0,
+   * so margin × target exactly on the 8B figures (30 ms of 50 at 0.6), and 48.6 + 0.49 × 1.4 = 49.3 ms on
+   * the demo's 70B pool (idle step 48.56 ms) where margin × target (30 ms) is below what an idle replica
+   * does. A target at or below the idle step leaves no headroom: the limit is the idle step itself.
+   */
+  tpotLimitMs(margin: number): number {
+    const idle = this.stepMs(1, 0);
+    const target = this.tpotTargetMs;
+    if (!(target > idle)) return idle;
+    const share = target > TUNED_IDLE_STEP_MS ? (margin * target - TUNED_IDLE_STEP_MS) / (target - TUNED_IDLE_STEP_MS) : margin;
+    return idle + (share > 0 ? share : 0) * (target - idle);
   }
 
   /** Equivalent prefill tokens of computing prompt positions a..b (the tokens plus their attention's square term). */

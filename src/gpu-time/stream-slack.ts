@@ -152,6 +152,13 @@ export class StreamSlack {
    * waits for the work before it first. What admission waits for before the request fits.
    */
   clearMs = 0;
+  /**
+   * After harm(): when the last of the slot's streams would end with no new work sent there, ms from now (0
+   * with none): when the replica goes idle as far as this gateway's own requests go, which admission's
+   * Retry-After may promise (an idle replica is never refused). max_tokens bounds each stream, so it is late
+   * rather than early where streams stop sooner.
+   */
+  idleMs = 0;
 
   /** How many streams on `slot` the request's prefill would push past q.targetMs (see the header). */
   harm(slot: number, q: SlackQuery): number {
@@ -160,10 +167,19 @@ export class StreamSlack {
     const ownMs = q.own / q.rate;
     let count = 0;
     let clear = 0;
+    let idle = 0;
     for (let id = this.head[slot]!; id >= 0; id = this.next[id]!) {
       const gaps = this.gaps[id]!;
-      if (gaps < 1) continue;
       const first = this.firstAt[id]!;
+      if (gaps < 1) {
+        // One token: it ends at its first, once the work up to and including its own is prefilled.
+        if (Number.isNaN(first)) {
+          const after = q.dispatched - this.workMark[id]!;
+          const doneAt = (q.backlog - (after > 0 ? after : 0)) / q.rate;
+          if (doneAt > idle) idle = doneAt;
+        }
+        continue;
+      }
       let doneMs = 0;
       let left = gaps;
       let beforeMs = aheadMs;
@@ -185,13 +201,15 @@ export class StreamSlack {
       const cap = left * chunkMs;
       const before = beforeMs < cap ? beforeMs : cap;
       const withOwn = beforeMs + ownMs < cap ? beforeMs + ownMs : cap;
+      const end = startMs + left * q.stepMs + before;
+      if (end > idle) idle = end;
       if (before <= slack && withOwn > slack) {
         count++;
-        const end = startMs + left * q.stepMs + before;
         if (end > clear) clear = end;
       }
     }
     this.clearMs = clear;
+    this.idleMs = idle;
     return count;
   }
 

@@ -99,6 +99,7 @@ export class GatewayMetrics {
   private cacheErrorByReplica = new Map<string, Observer[]>();
   private readonly ttftErrorByPool = new Map<string, Observer>();
   private readonly shedChildren = new Map<string, Incrementer>();
+  private readonly infeasibleChildren = new Map<string, Incrementer>();
   private readonly overheadByRoute: readonly Observer[];
   private readonly quotaChildren: Readonly<Record<QuotaResult, Incrementer>>;
   private readonly upstreamErrorChildren: Readonly<Record<UpstreamErrorKind, Incrementer>>;
@@ -195,6 +196,16 @@ export class GatewayMetrics {
     const key = `${label}\u0000${when}`;
     let c = this.shedChildren.get(key);
     if (c === undefined) this.shedChildren.set(key, c = counterChild(this.f.sheds, label, when));
+    c.inc();
+  }
+
+  /** A request whose targets are out of reach even on an idle replica (src/admission/reach.ts). */
+  infeasible(pool: string, tier: string, reason: string): void {
+    const b = this.b;
+    const label = b.pools.values[b.pools.index(pool)]!;
+    const key = `${label}\u0000${tier}\u0000${reason}`;
+    let c = this.infeasibleChildren.get(key);
+    if (c === undefined) this.infeasibleChildren.set(key, c = counterChild(this.f.infeasible, label, tier, reason));
     c.inc();
   }
 

@@ -79,7 +79,7 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
     this.scorer.score(req, t, fleet, this.gpu, this.index);
     this.loadBound.mark(t);
-    this.headroom.mark(t, this.tpotMargin * fig.tpotTargetMs, this.ttftMargin);
+    this.headroom.mark(t, fig.tpotLimitMs(this.tpotMargin), this.ttftMargin);
 
     const cold = blocks > 0 && maxMatch <= this.coldPrefixBlocks;
     let chosen: number;

@@ -125,8 +125,14 @@ test('TPOT out of reach: a standard request is shed at arrival, a batch one queu
 test('any policy\'s pick is judged as it stands; kv-aware picks the replica that fits', () => {
   const scripted = harness([big('a'), big('b')], { gpuTime: true, policy: new ScriptedPolicy() });
   sendAround(scripted, 0, 4000, 10);
+  sendAround(scripted, 1, 100, 1); // b serves one short request: not idle, but a 1,000-token prompt would fit there
   scripted.ask('r', { promptTokens: 1000 });
-  assert.equal(rejection(scripted, 'r').code, 'server_overloaded', 'the anchor picked the busy replica: shed, though b is idle');
+  assert.equal(rejection(scripted, 'r').code, 'server_overloaded', 'the anchor picked the busy replica: shed, though b would fit');
+  // With b idle, work conservation takes it: an idle replica is never refused, whatever the policy picked.
+  const idle = harness([big('a'), big('b')], { gpuTime: true, policy: new ScriptedPolicy() });
+  sendAround(idle, 0, 4000, 10);
+  idle.ask('r', { promptTokens: 1000 });
+  assert.equal(kindOf(idle, 'r'), 'admitted:b');
 
   const kv = harness([big('a'), big('b')], { gpuTime: true });
   const policy = createPolicy({ ...kv.cfg, routing: { ...kv.cfg.routing, policy: 'kv-aware' } }, kv.fleet, undefined, kv.gpu);

@@ -35,6 +35,7 @@ async function rendered(): Promise<Map<string, string>> {
     });
     scriptedRun(m);
     m.shed('8b', 'arrival');
+    m.infeasible('8b', 'premium', 'prompt_length');
     m.ttftPrediction('8b', 110, 100);
     m.thread.tokenizeInline.observe(0.001);
     m.thread.scrapeSeconds.observe(0.01);
