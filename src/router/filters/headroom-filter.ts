@@ -1,7 +1,7 @@
 // kv-aware's fit test: a candidate fits when, with this request added, its KV use stays at or below
 // 1 − admission.headroom_ratio, its predicted TPOT (the scorer's stepMs: decode step / (1 − ρ)) stays within
-// the TPOT limit (admission.tpot_margin applied per pool: PoolFigures.tpotLimitMs), its predicted TTFT for this request stays
-// the TTFT limit (ttftLimitMs: admission.ttft_margin × the request's budget, at least its own TTFT there ×
+// the TPOT limit (admission.tpot_margin applied per pool: PoolFigures.tpotLimitMs), its predicted TTFT for
+// this request stays the TTFT limit (ttftLimitMs: admission.ttft_margin × the request's budget, at least its own TTFT there ×
 // 1.05; the budget is the scorer's budgetMs: its tier's, or 1.25 × its idle TTFT for long prompts),
 // so kv-aware fits exactly what admission admits (src/admission/gpu-fit.ts), this gateway holds fewer than
 // upstream.connections_per_replica requests there, and its prefill would push none of the streams there past
