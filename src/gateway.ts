@@ -26,6 +26,7 @@ import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
 import { ClientConnectionCounter } from './metrics/client-connections.ts';
 import { FREE_PORT_ATTEMPTS, freePort } from './util/free-port.ts';
 import { prefaultPages } from './util/prefault.ts';
+import { startTracing } from './tracing/request-tracing.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
@@ -58,6 +59,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   const env = opts.env ?? {};
   const log = opts.logger ?? createLogger(opts.logLevel ?? 'info');
   if (!uwsIsNative) log.warn({}, 'uWebSockets.js native binary did not load; running on its slow JS fallback');
+  // Spans come from the threads that run the request path: this one, or each acceptor thread (its own exporter).
+  const tracing = cfg.server.threads > 1 ? null : startTracing(cfg, env, (message) => log.warn({ component: 'tracing' }, message));
   const metrics = new GatewayMetrics(cfg, opts.metricsChannel ? { workerChannel: opts.metricsChannel } : {});
   const registry = await ReplicaRegistry.start(cfg, {
     metricsChannel: metrics.workerChannel,
@@ -96,7 +99,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   // Which replica stored each Responses API response (this thread's requests): kept across reloads.
   const responses = new ResponseOwners();
   const path = new RequestPath(cfg, {
-    env, registry, prefixIndex, quota, tokenizer, upstream, usage, responses, metrics, log, routingPolicy: opts.routingPolicy,
+    env, registry, prefixIndex, quota, tokenizer, upstream, usage, responses, metrics, log, routingPolicy: opts.routingPolicy, tracing,
   });
   // Targets an idle replica cannot meet are served best effort (src/admission/README.md): say so once per pool and tier.
   const warnReach = (c: GatewayConfig): void => {
@@ -173,6 +176,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       closed = true;
       await front.close(graceMs);
       await usage.close();
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ component: 'tracing', err }, 'trace export at shutdown failed'));
       await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), kvEvents?.close()]);
       metrics.close();
       await connections.close();

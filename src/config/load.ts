@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { configSchema, type GatewayConfig } from './schema.ts';
 import { redisEndpoint, RedisEndpointError } from '../quota/redis-endpoint.ts';
 import { checkPoolTokenizer, PoolTokenizerError } from '../tokenize/pool-refs.ts';
+import { tracingSettings, TracingSettingsError } from '../tracing/settings.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -123,6 +124,13 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
       if ('env' in k && !env[k.env]) throw new ConfigError(`config: tenants[${i}].api_keys[${j}].env: environment variable ${k.env} is not set`);
     });
   });
+  try {
+    // The OTEL_ environment as the section leaves it: a bad value stops the start, not the first export.
+    tracingSettings(cfg.tracing, env);
+  } catch (err) {
+    if (!(err instanceof TracingSettingsError)) throw err;
+    throw new ConfigError(`config: tracing: ${err.message}`);
+  }
   if (cfg.quota.backend === 'redis' || cfg.quota.redis_url !== undefined || cfg.quota.redis_cluster !== undefined) {
     try {
       redisEndpoint(cfg.quota.redis_url, cfg.quota.redis_cluster);

@@ -242,6 +242,20 @@ export const configSchema = z.strictObject({
     /** Tenants that get their own label value; every other tenant is reported as "other". */
     tenant_labels: z.array(name).default([]),
   }).prefault({}),
+  /**
+   * OpenTelemetry traces (src/tracing/README.md). Every field overrides its standard OTEL_ environment variable;
+   * absent, the environment decides (off unless an OTLP endpoint is set). Read at start.
+   */
+  tracing: z.strictObject({
+    enabled: z.boolean().optional(),
+    /** OTLP/HTTP traces URL, used as is (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). */
+    traces_endpoint: z.string().regex(/^https?:\/\/[^/\s]+(\/\S*)?$/, 'must be an http(s):// URL').optional(),
+    protocol: z.enum(['http/protobuf', 'http/json']).optional(),
+    service_name: z.string().min(1).optional(),
+    sampler: z.enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']).optional(),
+    sampler_arg: z.number().min(0).max(1).optional(),
+    resource_attributes: z.record(z.string().min(1), z.string()).optional(),
+  }).optional(),
   expose_route_header: z.boolean().default(false),
   /** Browser origins allowed to call the gateway (CORS); none by default. "*" allows every origin. */
   cors: z.strictObject({

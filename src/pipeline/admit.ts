@@ -25,11 +25,13 @@ export interface Admitted {
  */
 export function admit(svc: Services, ctx: RequestContext, job: UpstreamJob, areq: AdmissionRequest): Admitted | null | Promise<Admitted | null> {
   if (ctx.cancelled || !mayAttempt(svc, ctx, job)) return null;
+  ctx.trace?.stage('admit');
   let answer: Admitted | null = null;
   let later: ((a: Admitted | null) => void) | null = null;
   const ticket = svc.admission.acquire(areq, (o: AdmissionOutcome) => {
     ctx.leaveQueue = null;
     ctx.queueMs += o.queuedMs;
+    ctx.trace?.admitted(o);
     answer = outcomeOf(svc, ctx, job, o);
     if (later !== null) later(answer);
   });

@@ -92,6 +92,7 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     cancelled: ctx.cancelled,
     tpotSeconds: ctx.ttftMs !== null && ctx.outputTokens > 1 ? (durationMs - ctx.ttftMs) / 1000 / (ctx.outputTokens - 1) : null,
   });
+  ctx.trace?.end(ctx);
   // A line whose level is disabled (info lines at LOG_LEVEL=warn) is not built at all: ≈ 0.4 KB per request.
   if (svc.log.isLevelEnabled?.(requestLogLevel(ctx.status, ctx.code)) === false) return;
   const f = logFields;

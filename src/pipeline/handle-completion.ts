@@ -79,19 +79,23 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   }
   const pinned = parsed.responses !== null ? prepareResponses(svc, ctx, parsed, target.pool) : -1;
   if (pinned === null) return;
+  ctx.trace?.stage('tokenize');
   let prompt: TokenizedPrompt;
   try {
     prompt = await svc.tokenizer.tokenize(promptWork(parsed, target), tokenizeSignal(svc, ctx, parsed));
   } catch (err) {
     return tokenizeFailed(ctx, parsed, err);
   }
+  ctx.trace?.done('ok');
   if (halted(ctx, [])) return;
   if (prompt.estimated !== undefined && prompt.estimated !== null) templateFallback(svc, target.pool.id, prompt.estimated);
   ctx.inputTokens = prompt.promptTokens;
   const maxTokens = checkContext(ctx, parsed, target.pool, prompt.promptTokens);
   if (maxTokens === null) return;
   const cost = prompt.promptTokens + maxTokens * parsed.n;
+  ctx.trace?.stage('quota');
   const decision = await svc.quota.acquire(req.tenant.limits, ctx.quotaId, cost);
+  ctx.trace?.done(decision.ok ? 'ok' : decision.code);
   const limitHeaders = quotaGranted(svc, ctx, req.tenant, decision, cost);
   if (limitHeaders === null) return;
   const job = new UpstreamJob(svc, ctx, parsed, target, prompt, maxTokens, limitHeaders, pinned);

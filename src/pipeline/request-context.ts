@@ -5,6 +5,7 @@ import type { ClientSink } from '../relay/client-sink.ts';
 import type { UpstreamCall } from '../upstream/upstream-client.ts';
 import type { Route } from './parse-body.ts';
 import type { TenantIdentity } from './services.ts';
+import type { RequestTrace } from '../tracing/request-trace.ts';
 
 let quotaSeq = 0;
 
@@ -62,6 +63,8 @@ export class RequestContext {
   /** Where the request is: decides the cancellation metric's phase. */
   phase: 'queued' | 'upstream_wait' | 'streaming' = 'queued';
   finished = false;
+  /** The request's spans when tracing is on (src/tracing/); null when off, and every hook is skipped. */
+  trace: RequestTrace | null = null;
 
   /** The request's abort signal (aborted when the client leaves or shutdown gives up on it). */
   signal(): AbortSignal {

@@ -22,6 +22,7 @@ import { ModelCatalog } from './model-catalog.ts';
 import type { ResponseOwners } from './response-owners.ts';
 import { StallWatch, type StallSignals } from './stall-watch.ts';
 import type { LogStage, RegistryStage, Services, TokenizeStage } from './services.ts';
+import type { RequestTracing } from '../tracing/request-tracing.ts';
 
 export type PolicyFactory = (cfg: GatewayConfig, fleet: FleetView, index: PrefixIndex, gpu?: GpuTimeModel) => RoutingPolicy & RoutingFeedback;
 
@@ -38,6 +39,8 @@ export interface RequestPathParts {
   metrics: GatewayMetrics;
   log: LogStage;
   routingPolicy?: PolicyFactory | undefined;
+  /** This thread's tracing (null: off); kept across reloads. */
+  tracing?: RequestTracing | null;
 }
 
 export class RequestPath {
@@ -97,6 +100,7 @@ export class RequestPath {
     return Object.freeze({
       cfg: c, catalog: new ModelCatalog(c), auth: new Authenticator(c.tenants, p.env), quota: p.quota, tokenizer: p.tokenizer,
       registry: p.registry, router, admission: this.admission, stalls: this.stalls, upstream: p.upstream, usage: p.usage, responses: p.responses, metrics: p.metrics, log: p.log,
+      tracing: p.tracing ?? null,
     });
   }
 }

@@ -15,6 +15,7 @@ import type { ResponseOwners } from './response-owners.ts';
 import type { ChatMessageIn } from './parse-body.ts';
 import type { PoolConfig } from '../config/schema.ts';
 import type { CancelPhase, QuotaResult, RequestOutcome, UpstreamErrorKind } from '../metrics/metrics.ts';
+import type { RequestTracing } from '../tracing/request-tracing.ts';
 
 export interface TenantIdentity {
   readonly name: string;
@@ -85,4 +86,6 @@ export interface Services {
   readonly responses: ResponseOwners;
   readonly metrics: MetricsStage | null;
   readonly log: LogStage;
+  /** This thread's tracing; null or absent when off (decided at start: src/tracing/README.md). */
+  readonly tracing?: RequestTracing | null;
 }

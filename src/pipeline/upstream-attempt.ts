@@ -27,6 +27,7 @@ import type { RequestContext } from './request-context.ts';
 import { normaliseUpstreamError } from './upstream-error-body.ts';
 import type { Watched } from './stall-watch.ts';
 import type { AttemptPlan } from './attempt-plan.ts';
+import type { AttemptTrace } from '../tracing/request-trace.ts';
 
 export type { AttemptPlan, ReplyHashing, StoredResponses } from './attempt-plan.ts';
 
@@ -73,6 +74,8 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
    *  chunk (non-streaming attempts never need it), and no closure per chunk. */
   private chunk: Buffer | null = null;
   private pushChunk: (() => void) | null = null;
+  /** This attempt's span (tracing on); its traceparent goes to the replica. */
+  private trace: AttemptTrace | null = null;
 
   constructor(ctx: RequestContext, plan: AttemptPlan, decision: Decision, clientHeaders: HeaderList) {
     this.ctx = ctx;
@@ -107,9 +110,10 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
           this.call?.abort();
         }, plan.firstTokenTimeoutMs);
       }
+      const trace = ctx.trace === null ? null : (this.trace = ctx.trace.attempt(ctx.replicaId ?? '', url, ctx.retries + 1, d, ctx.predictedCachedTokens));
       let call: UpstreamCall;
       try {
-        call = plan.upstream.dispatch(url, plan.request, this);
+        call = plan.upstream.dispatch(url, trace === null ? plan.request : trace.request(plan.request), this);
       } catch (err) {
         // Nothing was sent: give back what the dispatch took before the error reaches the pipeline.
         this.clearTimer();
@@ -379,6 +383,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
   private settle(o: AttemptOutcome): void {
     if (this.settled) return;
     this.settled = true;
+    this.trace?.end(o, this.status, this.reportedCached, this.ctx.firstTokenAt, this.relay !== null);
     this.plan.stalls?.unwatch(this);
     this.release();
     this.ctx.call = null;

@@ -203,6 +203,9 @@ export class GatewayServer {
     const problem = checkHead(req, svc.cfg.server.max_header_bytes, requestLineBytes(req, 'POST', COMPLETION_PATHS[route]));
     if (this.cors.enabled) this.corsFor(sink, req);
     const ctx = newContext(route, sink, requestId);
+    // Tracing (decided at start): the client's trace context is read only when it is on.
+    const tracing = svc.tracing;
+    if (tracing != null) ctx.trace = tracing.begin(route, svc.router.policy.name, ctx.startedAt, req.getHeader('traceparent'), req.getHeader('tracestate'));
     // Authenticate before anything else refuses: a refused request that carried a valid key still leaves its
     // usage record (the tenant is known). Before the body is read: an unauthenticated client reserves no memory.
     // Two Authorization headers name no one tenant: neither is tried.

@@ -19,6 +19,7 @@ import { PromptTokenizer } from '../tokenize/prompt-tokenizer.ts';
 import { UpstreamClient } from '../upstream/upstream-client.ts';
 import { UsageRecorder } from '../usage/usage-recorder.ts';
 import { createLogger } from '../logging/logger.ts';
+import { startTracing } from '../tracing/request-tracing.ts';
 import { SharedQuotaStore } from '../quota/shared-quota-store.ts';
 import { SharedQuotaTable } from '../quota/shared-quota-table.ts';
 import { MainCaller, PortUsageSink, RemoteQuotaStore, RemoteTokenizePool } from './remote-stages.ts';
@@ -46,8 +47,10 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
   // Every acceptor's owner map is replicated to the others: a follow-up may arrive on another thread.
   const responses = new ResponseOwners();
   responses.share(`${data.metricsChannel}:responses`);
+  // This thread's own tracer and exporter, with the resource every thread shares (src/tracing/README.md).
+  const tracing = startTracing(cfg, data.env, (message) => log.warn({ component: 'tracing' }, message));
   const path = new RequestPath(cfg, {
-    env: data.env, registry, prefixIndex: data.eventsBuffer !== undefined ? new EventsPrefixIndex(data.prefixBuffer, data.eventsBuffer) : new PrefixIndex(data.prefixBuffer), quota: shared ?? new RemoteQuotaStore(caller), tokenizer, upstream,
+    tracing, env: data.env, registry, prefixIndex: data.eventsBuffer !== undefined ? new EventsPrefixIndex(data.prefixBuffer, data.eventsBuffer) : new PrefixIndex(data.prefixBuffer), quota: shared ?? new RemoteQuotaStore(caller), tokenizer, upstream,
     usage: new UsageRecorder(cfg.usage.sinks.length > 0 ? [new PortUsageSink(out)] : []), responses, metrics, log,
   });
   registry.onRestart((slot) => {
@@ -125,6 +128,7 @@ export async function runAcceptor(port: MessagePort, data: AcceptorWorkerData): 
       while (caller.outstanding > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
       await publish(0); // the last numbers, so the main thread's final page counts every request
       await upstream.close();
+      await tracing?.shutdown().catch((err: unknown) => log.warn({ component: 'tracing', err }, 'trace export at shutdown failed'));
       await tokenizer.close();
       await shared?.close();
     } catch (err) {
