@@ -41,6 +41,8 @@ export interface StackOptions {
   routingPolicy?: StartOptions['routingPolicy'];
   /** The gateway's logger (default: silent). */
   logger?: StartOptions['logger'];
+  /** The environment the config is read with and the gateway starts with (default: none, not the test's own). */
+  env?: Record<string, string | undefined>;
 }
 
 export interface TestStack {
@@ -114,8 +116,8 @@ export async function startStack(opts: StackOptions = {}): Promise<TestStack> {
       // the worker path, its metrics and its cancellation set `tokenizer` themselves.
       tokenizer: opts.config?.tokenizer ?? { threads: 0 },
     };
-    const cfg = parseConfig(raw);
-    const gateway = await startGateway(cfg, { logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
+    const cfg = parseConfig(raw, opts.env);
+    const gateway = await startGateway(cfg, { ...(opts.env ? { env: opts.env } : {}), logger: opts.logger ?? createLogger('silent'), metricsChannel: `test-metrics-${process.pid}-${++stacks}`, ...(opts.routingPolicy ? { routingPolicy: opts.routingPolicy } : {}) });
     // The poller thread needs a moment (more on a loaded machine) for its first scrape of every replica.
     try {
       await waitFor(async () => (await fetch(`${gateway.url}/readyz`)).status === 200, 15000, 25);
