@@ -11,6 +11,7 @@ import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.
 import { startCountingProxy, type CountingProxy } from '../../helpers/counting-proxy.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../../helpers/otlp-receiver.ts';
 import { setFault } from '../mock-replica/http-client.ts';
+import { parseConfig } from '../../../src/config/load.ts';
 
 const MODEL = 'llama-3.1-8b-instruct';
 let receiver: OtlpReceiver;
@@ -149,4 +150,26 @@ test('a refused request (401) gets a short root span with the reason; a refused 
   assert.equal((await chat(invalid, hex(16), { max_tokens: -1 })).status, 400);
   const [bad] = await traceOf(invalid, 1);
   assert.equal(bad!.attributes['error.type'], 'invalid_value');
+});
+
+test('a shed request (429 server_overloaded) gets its span with the shed reason', async () => {
+  // Room for a tenth of the KV and no queue: a request reserving most of a context is shed at arrival.
+  const raw = JSON.parse(JSON.stringify(stack.cfg)) as Record<string, unknown>;
+  raw.admission = { ...(raw.admission as object), max_queued_requests: 0, headroom_ratio: 0.9 };
+  await stack.gateway.reload(parseConfig(raw));
+  try {
+    const shed = hex(32);
+    const res = await chat(shed, hex(16), { max_tokens: 1900 });
+    assert.equal(res.status, 429);
+    const spans = await traceOf(shed, 4);
+    const root = only(spans, `chat ${MODEL}`);
+    assert.equal(root.attributes['error.type'], 'server_overloaded');
+    assert.match(String(root.attributes['expediter.shed_reason']), /^(slo_unreachable|wait_exceeds_deadline|queue_full|deadline_passed)$/);
+    const admit = only(spans, 'admit');
+    assert.equal(admit.attributes['expediter.result'], 'rejected');
+    assert.equal(admit.attributes['expediter.shed_reason'], root.attributes['expediter.shed_reason']);
+    assert.ok(!spans.some((s) => s.name === 'upstream attempt'), 'nothing was sent to a replica');
+  } finally {
+    await stack.gateway.reload(stack.cfg);
+  }
 });
