@@ -14,6 +14,7 @@ import type { BenchScenario } from '../types.ts';
 import { chatBody } from '../load/openai-bodies.ts';
 import { startMockFleet } from '../harness/mock-fleet.ts';
 import { startGatewayProcess } from '../harness/gateway-process.ts';
+import { startOtlpSink, type OtlpSink } from '../harness/otlp-sink.ts';
 import { fmt, runRounds, RoundsView } from '../harness/rounds.ts';
 import type { BenchTarget, RoundRun } from '../harness/rounds.ts';
 
@@ -49,6 +50,9 @@ const ab: BenchScenario = async (args) => {
       // with and without a V8 setting.
       'base-node-args': { type: 'string', default: '' },
       'head-node-args': { type: 'string', default: '' },
+      // The head gateway traces every request (sampler always_on, OTLP/protobuf) to a sink in this process:
+      // with `--base HEAD`, tracing on against off on the same code.
+      'head-tracing': { type: 'boolean', default: false },
     },
   });
   const baseRef = values.base;
@@ -61,6 +65,7 @@ const ab: BenchScenario = async (args) => {
   const baseDir = extractRef(baseRef);
   const stops: Array<() => Promise<void>> = [];
   const runs: Record<string, RoundRun[]> = {};
+  let sink: OtlpSink | null = null;
   const noise: Record<string, number> = {};
   const cpuNoise: Record<string, number> = {};
   try {
@@ -70,17 +75,22 @@ const ab: BenchScenario = async (args) => {
       extraArgs: ['--max-num-seqs', '256', '--num-gpu-blocks', '8192'],
     });
     stops.push(fleet.stop);
-    const start = async (name: string, root: string, nodeArgs: string): Promise<BenchTarget> => {
+    if (values['head-tracing']) {
+      sink = await startOtlpSink();
+      stops.push(sink.close);
+    }
+    const start = async (name: string, root: string, nodeArgs: string, tracing: OtlpSink | null = null): Promise<BenchTarget> => {
       const dir = mkdtempSync(join(logDir, `${name}-`));
       const gw = await startGatewayProcess({
         repoRoot: root, logDir: dir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: values.policy, cpus: gatewayCpus,
         nodeArgs: nodeArgs.split(' ').filter((a) => a.length > 0),
+        ...(tracing !== null ? { configOverrides: { tracing: { traces_endpoint: tracing.endpoint, protocol: 'http/protobuf', sampler: 'always_on' } } } : {}),
       });
       stops.push(gw.stop);
       return { name, origins: [gw.url], proxyPids: [gw.proc.pid] };
     };
     const base = await start('base', baseDir, values['base-node-args']);
-    const head = await start('head', repoRoot, values['head-node-args']);
+    const head = await start('head', repoRoot, values['head-node-args'], sink);
     for (const mode of values.modes.split(',').filter((m) => m === 'stream' || m === 'json')) {
       const stream = mode === 'stream';
       const body = chatBody({ model: MODEL, maxTokens, stream });
@@ -134,6 +144,7 @@ const ab: BenchScenario = async (args) => {
         + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
       values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
       ...(values['base-node-args'] || values['head-node-args'] ? [`node flags: base \`${values['base-node-args']}\`, head \`${values['head-node-args']}\``] : []),
+      ...(sink !== null ? [`head traces every request (always_on, OTLP/protobuf): ${sink.posts} exports, ${(sink.bytes / 1e6).toFixed(1)} MB received`] : []),
     ],
     extra: { runs, noise, cpuNoise, baseRev },
   };
