@@ -53,6 +53,9 @@ const ab: BenchScenario = async (args) => {
       // The head gateway traces every request (sampler always_on, OTLP/protobuf) to a sink in this process:
       // with `--base HEAD`, tracing on against off on the same code.
       'head-tracing': { type: 'boolean', default: false },
+      // Both sides' TTFT budget for every tier, ms (admission.ttft_ms_by_tier): on a machine loaded by other work
+      // the mocks' first tokens come late, the GPU-time model learns it, and a 400 ms budget sheds every request.
+      'ttft-ms': { type: 'string', default: '' },
     },
   });
   const baseRef = values.base;
@@ -79,12 +82,14 @@ const ab: BenchScenario = async (args) => {
       sink = await startOtlpSink();
       stops.push(sink.close);
     }
+    const ttft = Number(values['ttft-ms']);
+    const admission = values['ttft-ms'] !== '' ? { admission: { ttft_ms_by_tier: { premium: ttft, standard: ttft, batch: ttft } } } : {};
     const start = async (name: string, root: string, nodeArgs: string, tracing: OtlpSink | null = null): Promise<BenchTarget> => {
       const dir = mkdtempSync(join(logDir, `${name}-`));
       const gw = await startGatewayProcess({
         repoRoot: root, logDir: dir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: values.policy, cpus: gatewayCpus,
         nodeArgs: nodeArgs.split(' ').filter((a) => a.length > 0),
-        ...(tracing !== null ? { configOverrides: { tracing: { traces_endpoint: tracing.endpoint, protocol: 'http/protobuf', sampler: 'always_on' } } } : {}),
+        configOverrides: { ...admission, ...(tracing !== null ? { tracing: { traces_endpoint: tracing.endpoint, protocol: 'http/protobuf', sampler: 'always_on' } } : {}) },
       });
       stops.push(gw.stop);
       return { name, origins: [gw.url], proxyPids: [gw.proc.pid] };
@@ -144,6 +149,7 @@ const ab: BenchScenario = async (args) => {
         + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
       values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
       ...(values['base-node-args'] || values['head-node-args'] ? [`node flags: base \`${values['base-node-args']}\`, head \`${values['head-node-args']}\``] : []),
+      ...(values['ttft-ms'] !== '' ? [`both sides' TTFT budget ${values['ttft-ms']} ms for every tier`] : []),
       ...(sink !== null ? [`head traces every request (always_on, OTLP/protobuf): ${sink.posts} exports, ${(sink.bytes / 1e6).toFixed(1)} MB received`] : []),
     ],
     extra: { runs, noise, cpuNoise, baseRev },

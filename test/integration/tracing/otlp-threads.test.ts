@@ -40,7 +40,8 @@ async function started(env: Record<string, string>, config: Record<string, unkno
     pools: [{ id: '8b', model: MODEL, replicas: [] }],
     externalReplicas: { '8b': [proxy.url] },
     env: Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace('RECEIVER', receiver.url)])),
-    config,
+    // A loaded machine slows the mocks' first tokens: the GPU-time model must not shed these requests.
+    config: { admission: { ttft_ms_by_tier: { standard: 10_000 } }, ...config },
   });
   closers.push(() => stack.close());
   return { stack, receiver, proxy };
