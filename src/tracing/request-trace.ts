@@ -97,7 +97,6 @@ export class RequestTrace {
     if (span.recording) {
       span.set('expediter.attempt', attempt);
       span.set('expediter.replica', replica);
-      span.set('url.full', url);
       span.set('expediter.policy', this.policy);
       span.set('expediter.route_why', d.why);
       span.set('expediter.cached_blocks.predicted', d.cachedBlocks);
@@ -107,7 +106,7 @@ export class RequestTrace {
       if (!Number.isNaN(d.gpuTtftMs)) span.set('expediter.gpu.predicted_ttft_ms', d.gpuTtftMs);
       if (!Number.isNaN(d.kvAfter)) span.set('expediter.kv_after', d.kvAfter);
     }
-    return new AttemptTrace(this.scope.tracer, span);
+    return new AttemptTrace(this.scope.tracer, span, url);
   }
 
   /** The request ended (finishRequest): the root span takes the request's figures and ends. */
@@ -164,15 +163,21 @@ export class AttemptTrace {
   private readonly tracer: Tracer;
   private readonly span: SpanHandle;
   private readonly startedAt: number;
+  private readonly url: string;
 
-  constructor(tracer: Tracer, span: SpanHandle) {
+  constructor(tracer: Tracer, span: SpanHandle, url: string) {
     this.tracer = tracer;
     this.span = span;
+    this.url = url;
     this.startedAt = performance.now();
   }
 
   /** The attempt's request with `traceparent` (and `tracestate`) naming this span: a copy, the job's is shared. */
   request(req: UpstreamRequest): UpstreamRequest {
+    if (this.span.recording) {
+      this.span.set('http.request.method', req.method ?? 'POST');
+      this.span.set('url.full', this.url + req.path);
+    }
     const state = this.span.tracestate;
     const headers = state === ''
       ? { ...req.headers, traceparent: this.span.traceparent }

@@ -109,6 +109,7 @@ test('a streamed chat continues the client trace: root is the client span\'s chi
   const attempt = only(spans, 'upstream attempt');
   assert.equal(attempt.kind, 3, 'CLIENT');
   assert.equal(attempt.attributes['expediter.attempt'], 1);
+  assert.match(String(attempt.attributes['url.full']), /^http:\/\/127.0.0.1:\d+\/v1\/chat\/completions$/);
   assert.equal(attempt.attributes['expediter.replica'], a['expediter.replica']);
   assert.equal(typeof attempt.attributes['expediter.cached_blocks.predicted'], 'number');
   assert.ok(attempt.events.some((e) => e.name === 'first_token'));
