@@ -18,6 +18,8 @@ export interface NginxOptions {
   upstreams: readonly string[];
   /** `1`, `2`, ... or `auto`. */
   workerProcesses: number | 'auto';
+  /** nginx's upstream balancing: round-robin (its default) or `least_conn` (fewest active connections). */
+  balance?: 'round-robin' | 'least_conn';
   port?: number;
   cpus?: string;
 }
@@ -36,7 +38,7 @@ export function nginxBinary(): string {
 }
 
 export function renderConfig(template: string, o: { prefix: string; port: number; upstreams: readonly string[];
-  workerProcesses: number | 'auto'; }): string {
+  workerProcesses: number | 'auto'; balance?: 'round-robin' | 'least_conn' }): string {
   // Running as root, nginx would drop its workers to `nobody`, which cannot write the temp prefix.
   const user = userInfo().uid === 0 ? 'user root;' : '';
   const vars: Record<string, string> = {
@@ -44,7 +46,7 @@ export function renderConfig(template: string, o: { prefix: string; port: number
     WORKER_PROCESSES: String(o.workerProcesses),
     PREFIX: o.prefix,
     PORT: String(o.port),
-    UPSTREAM_SERVERS: o.upstreams.map((u) => `    server ${u} max_fails=0;`).join('\n'),
+    UPSTREAM_SERVERS: (o.balance === 'least_conn' ? '    least_conn;\n' : '') + o.upstreams.map((u) => `    server ${u} max_fails=0;`).join('\n'),
   };
   return template.replace(/\{\{([A-Z_]+)\}\}/g, (_m, key: string) => {
     const v = vars[key];
@@ -63,7 +65,7 @@ export async function startNginx(o: NginxOptions): Promise<NginxProxy> {
   const url = `http://127.0.0.1:${port}`;
   try {
     for (const d of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(prefix, d));
-    writeFileSync(conf, renderConfig(template, { prefix, port, upstreams: o.upstreams, workerProcesses: o.workerProcesses }));
+    writeFileSync(conf, renderConfig(template, { prefix, port, upstreams: o.upstreams, workerProcesses: o.workerProcesses, balance: o.balance }));
     // -e: the startup error log, before the config's error_log applies (else it tries /var/log/nginx).
     proc = spawnLogged({
       name: `nginx(${o.workerProcesses})`, command: binary, args: ['-p', prefix, '-c', conf, '-e', join(prefix, 'error.log')],

@@ -7,6 +7,8 @@
 // Method (uWS compare.js style): an unmeasured warm-up run of every target, a same-target noise run, then
 // rounds in alternating order; per-round figures are paired (added TTFB = target - direct in the same round)
 // and the median over rounds reported.
+// `--saturate` runs harness/relay-saturation.ts instead: gateway, floor-raw and nginx (least_conn) with the
+// gateway's event loop held about 70 % busy; CPU per request, per token event, and sends per upstream read.
 // Thread: bench main thread (the load generator); every target and each mock replica is its own process.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -22,6 +24,7 @@ import { startNginx } from '../nginx/nginx-proxy.ts';
 import { startFloorRelay } from '../harness/floor-process.ts';
 import { topFrames } from '../harness/cpuprofile-top.ts';
 import { fmt, runRounds, RoundsView } from '../harness/rounds.ts';
+import { relaySaturation } from '../harness/relay-saturation.ts';
 import type { BenchTarget, RoundRun } from '../harness/rounds.ts';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -29,6 +32,15 @@ const MODEL = 'bench-model';
 const API_KEY = 'sk-bench-relay';
 
 const relay: BenchScenario = async (args) => {
+  if (args.includes('--saturate')) {
+    // The proxies' cost with the event loop held busy (harness/relay-saturation.ts): its own flags.
+    const dir = mkdtempSync(join(tmpdir(), 'expediter-relay-sat-'));
+    try {
+      return await relaySaturation(args.filter((a) => a !== '--saturate'), repoRoot, dir);
+    } finally {
+      if (!args.includes('--keep-logs')) rmSync(dir, { recursive: true, force: true });
+    }
+  }
   const { values } = parseArgs({
     args,
     options: {

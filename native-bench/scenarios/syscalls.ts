@@ -6,7 +6,7 @@
 // Targets: gateway, floor-raw (uWS + src/upstream, no gateway logic), nginx (1 worker; its worker process is
 // counted, not the master). Needs Debian's linux-perf (`perf`) and permission to trace (root here).
 // Thread: bench main thread. Run: `npm run bench -- syscalls [--modes stream,json] [--max-tokens 300]`.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,42 +19,13 @@ import { startMockFleet } from '../harness/mock-fleet.ts';
 import { startGatewayProcess } from '../harness/gateway-process.ts';
 import { startFloorRelay } from '../harness/floor-process.ts';
 import { startNginx } from '../nginx/nginx-proxy.ts';
+import { assertPerf, countDuring } from '../harness/perf-stat.ts';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const MODEL = 'bench-model';
 const API_KEY = 'sk-bench-syscalls';
 /** The calls a proxy makes per request; everything else is folded into `all`. */
 const KINDS = ['read', 'recvfrom', 'write', 'writev', 'sendto', 'epoll_wait', 'epoll_pwait', 'futex'] as const;
-
-/**
- * Counts of each event over `work`, one map per group of pids (one `perf stat -x,` each, CSV on stderr), so the
- * proxy and the mocks behind it are counted separately in the same run.
- */
-async function countDuring(groups: ReadonlyArray<readonly number[]>, events: readonly string[], work: () => Promise<void>): Promise<Array<Map<string, number>>> {
-  const perfs = groups.filter((pids) => pids.length > 0).map((pids) => {
-    const perf = spawn('perf', ['stat', '-x', ',', '-e', events.join(','), '-p', pids.join(',')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    const out = { err: '', exited: new Promise<void>((resolve) => perf.on('close', () => resolve())), perf };
-    perf.stderr.on('data', (d: Buffer) => { out.err += d.toString(); });
-    return out;
-  });
-  await new Promise((r) => setTimeout(r, 300)); // perf attaches before the load starts
-  try {
-    await work();
-  } finally {
-    for (const p of perfs) p.perf.kill('SIGINT');
-    await Promise.all(perfs.map((p) => p.exited));
-  }
-  return perfs.map(({ err }) => {
-    const counts = new Map<string, number>();
-    for (const line of err.split('\n')) {
-      const [value, , event] = line.split(',');
-      const n = Number(value);
-      if (event !== undefined && Number.isFinite(n)) counts.set(event, n);
-    }
-    if (counts.size === 0) throw new Error(`perf stat counted nothing: ${err.trim().split('\n').slice(-2).join(' ')}`);
-    return counts;
-  });
-}
 
 const syscalls: BenchScenario = async (args) => {
   const { values } = parseArgs({
@@ -67,11 +38,7 @@ const syscalls: BenchScenario = async (args) => {
       targets: { type: 'string', default: 'direct,gateway,floor-raw,nginx' },
     },
   });
-  try {
-    execFileSync('perf', ['--version'], { stdio: 'ignore' });
-  } catch {
-    throw new Error('perf is not installed (Debian: apt-get install linux-perf)');
-  }
+  assertPerf();
   const wanted = values.targets.split(',');
   const maxTokens = Number(values['max-tokens']);
   const requests = Number(values.requests);
@@ -124,7 +91,7 @@ const syscalls: BenchScenario = async (args) => {
           rps = r.requestsPerSecond;
         });
         const mine = proxyPids.length > 0 ? [[t.name, counted[0]], [`mocks behind ${t.name}`, counted[1]]] as const
-          : [[`mocks, ${t.name}`, counted[0]]] as const;
+          : [[`mocks, ${t.name}`, counted[1]]] as const;
         for (const [who, c] of mine) {
           const per = (event: string): string => ((c?.get(event) ?? 0) / completed).toFixed(2);
           rows.push([mode, who, rps.toFixed(0), per('raw_syscalls:sys_enter'), ...KINDS.map((k) => per(`syscalls:sys_enter_${k}`)), per('context-switches')]);
