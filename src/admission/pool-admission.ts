@@ -312,8 +312,10 @@ export class PoolAdmission {
   private shed(t: AdmissionTicket, reason: ShedReason, waitMs: number, queuedMs: number): AdmissionTicket {
     let ms = waitMs;
     if (!Number.isFinite(ms)) {
+      // Requests queued ahead take an idle replica first: they have all left by the last of their deadlines.
+      const ahead = this.queue.lastDeadlineAhead(t.deadlineMs) - this.deps.clock.now();
       const idle = this.routes.idleHorizonMs(t.req);
-      ms = Number.isFinite(idle) ? idle + this.deps.pollMs : this.waitMs(this.queue.tokensAhead(t.deadlineMs), t.needTokens, this.roomTokens(), this.deps.clock.now());
+      ms = Number.isFinite(idle) ? (ahead > idle ? ahead : idle) + this.deps.pollMs : this.waitMs(this.queue.tokensAhead(t.deadlineMs), t.needTokens, this.roomTokens(), this.deps.clock.now());
     }
     if (!Number.isFinite(ms)) {
       this.settle(t, { kind: 'unroutable', reason: 'no_healthy_replica', queuedMs });
