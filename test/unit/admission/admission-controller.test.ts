@@ -318,3 +318,17 @@ test('a queue whose requests keep missing their deadline sheds new arrivals at o
   h.clock.advance(100);
   assert.equal(kindOf(h, 'keep').split(':')[0], 'admitted');
 });
+
+test('work conservation: an idle replica takes what the policy calls unfit, at arrival and from the queue', () => {
+  const policy = new ScriptedPolicy();
+  policy.fits = false; // the policy finds every replica unfit (a compute-bound pool, say)
+  const h = harness(two({ running: 0 }, { running: 0 }), { policy });
+  h.ask('w1', { tier: 'batch' });
+  h.ask('w2', { tier: 'batch' });
+  assert.equal(kindOf(h, 'w1'), 'admitted:a', 'nothing runs on a: it takes the request');
+  assert.equal(kindOf(h, 'w2'), 'admitted:b');
+  h.ask('w3', { tier: 'batch' });
+  assert.equal(kindOf(h, 'w3'), 'pending', 'no replica idle: queued');
+  h.finish('w1');
+  assert.equal(kindOf(h, 'w3'), 'admitted:a', 'a is idle again (the ledger, and a row showing nothing running): the queue\'s head takes it');
+});
