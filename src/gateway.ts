@@ -27,6 +27,7 @@ import { ClientConnectionCounter } from './metrics/client-connections.ts';
 import { FREE_PORT_ATTEMPTS, freePort } from './util/free-port.ts';
 import { prefaultPages } from './util/prefault.ts';
 import { startTracing } from './tracing/request-tracing.ts';
+import { startEpp, type EppHandle } from './epp/epp-server.ts';
 
 export interface StartOptions {
   env?: Record<string, string | undefined>;
@@ -47,6 +48,8 @@ export interface Gateway {
   readonly kvEvents: KvEventsService | null;
   readonly metrics: GatewayMetrics;
   readonly log: Logger;
+  /** The endpoint picker's gRPC listener (config `epp`), else null. */
+  readonly epp: { readonly port: number } | null;
   /** Completion requests in flight (the acceptor's count). */
   readonly inflightCount: number;
   /** Applies a new config: membership, tenants, routing, models. The listen address does not change. */
@@ -140,7 +143,8 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
   log.info({ host: cfg.server.host, port, policy: cfg.routing.policy, quota: cfg.quota.backend, threads: cfg.server.threads }, 'gateway listening');
 
   let closed = false;
-  return {
+  let epp: EppHandle | null = null;
+  const gateway: Gateway = {
     port,
     url: `http://${cfg.server.host}:${port}`,
     get services() {
@@ -150,10 +154,15 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     kvEvents,
     metrics,
     log,
+    get epp() {
+      return epp;
+    },
     get inflightCount() {
       return front.inflightCount;
     },
-    async reload(next: GatewayConfig): Promise<void> {
+    async reload(file: GatewayConfig): Promise<void> {
+      // A pool whose replicas Kubernetes reports keeps them, whatever the file lists (src/epp/).
+      const next = epp !== null ? epp.withDiscovered(file) : file;
       const prev = path.services.cfg;
       const gone = goneUrls(prev, next);
       const kept = new Set(next.pools.flatMap((p) => p.replicas.map((r) => r.id)));
@@ -174,7 +183,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
     async close(graceMs = cfg.server.shutdown_grace_ms): Promise<void> {
       if (closed) return;
       closed = true;
-      await front.close(graceMs);
+      await Promise.all([front.close(graceMs), epp?.close(graceMs)]);
       await usage.close();
       await tracing?.shutdown().catch((err: unknown) => log.warn({ component: 'tracing', err }, 'trace export at shutdown failed'));
       await Promise.allSettled([registry.close(), quota.close(), tokenizer.close(), upstream.close(), kvEvents?.close()]);
@@ -183,6 +192,16 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       log.flush();
     },
   };
+  if (cfg.epp !== undefined) {
+    // Endpoint-picker mode: Envoy's ext_proc over the same request path (src/epp/README.md).
+    try {
+      epp = await startEpp(cfg.epp, { services: () => path.services, registry, log, reload: (c) => gateway.reload(c) });
+    } catch (err) {
+      await gateway.close(0);
+      throw err;
+    }
+  }
+  return gateway;
 }
 
 /** What accepts connections: this thread's uWS app, or the acceptor threads. */

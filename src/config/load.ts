@@ -97,6 +97,8 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
       if (!(err instanceof PoolTokenizerError)) throw err;
       throw new ConfigError(`config: pools[${i}].${err.field}: ${err.message}`);
     }
+    const discovered = cfg.epp?.kubernetes !== undefined && cfg.epp.pool === pool.id;
+    if (pool.replicas.length === 0 && !discovered) throw new ConfigError(`config: pools[${i}].replicas: at least one replica (or epp.kubernetes discovering this pool)`);
     pool.replicas.forEach((r, j) => {
       const where = `pools[${i}].replicas[${j}]`;
       if (replicaIds.has(r.id)) throw new ConfigError(`config: ${where}.id: duplicate replica id "${r.id}"`);
@@ -112,6 +114,7 @@ function checkCrossFields(cfg: GatewayConfig, env: EnvOverrides): void {
   if (stallMs > 0 && stallMs < 2 * cfg.registry.scrape_interval_ms) {
     throw new ConfigError(`config: upstream.stall_timeout_ms: must be 0 (off) or at least 2 × registry.scrape_interval_ms (${2 * cfg.registry.scrape_interval_ms})`);
   }
+  if (cfg.epp !== undefined && !poolIds.has(cfg.epp.pool)) throw new ConfigError(`config: epp.pool: "${cfg.epp.pool}" is not a pool id`);
   if (replicaIds.size > cfg.registry.max_replicas) {
     throw new ConfigError(`config: registry.max_replicas: ${cfg.registry.max_replicas} is fewer than the ${replicaIds.size} replicas configured`);
   }

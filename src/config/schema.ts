@@ -82,7 +82,8 @@ export const poolSchema = z.strictObject({
    * events index, never taken as the base model's.
    */
   lora_ids: z.record(z.string().regex(/^[1-9][0-9]{0,9}$/, 'must be a LoRA int id (1, 2, …)'), name).default({}),
-  replicas: z.array(replicaSchema).min(1),
+  /** At least one, except the pool an endpoint picker discovers through Kubernetes (epp.kubernetes; src/config/load.ts checks). */
+  replicas: z.array(replicaSchema).default([]),
   /** Read only by `npm run fleet`: which mock profile and LoRA slots to give this pool's replicas. */
   mock_profile: z.enum(['llama-8b-a100', 'llama-70b-tp2-a100', 'tiny']).default('llama-8b-a100'),
   mock_max_loras: z.number().int().positive().optional(),
@@ -107,6 +108,36 @@ export const tenantSchema = z.strictObject({
   sla_tier: z.enum(['premium', 'standard', 'batch']).default('standard'),
   /** Pools or models this tenant may use; empty means all. */
   allowed_models: z.array(name).default([]),
+});
+
+/**
+ * Endpoint picker mode (src/epp/README.md): an Envoy ext_proc gRPC server that picks the replica of `pool` for
+ * each request of a Gateway API Inference Extension gateway. Absent: off.
+ */
+export const eppSchema = z.strictObject({
+  host: z.string().default('0.0.0.0'),
+  /** GIE's conventional EPP port; 0 picks a free one (tests). */
+  port: z.number().int().min(0).max(65535).default(9002),
+  /** The pool (InferencePool) this picker serves: one picker, one pool (the protocol carries no pool id). */
+  pool: name,
+  /** A request body over this many bytes is answered 413 (GIE's reference picker buffers up to 10 MB). */
+  max_body_bytes: z.number().int().positive().default(10 * 1024 * 1024),
+  /** Endpoints after the primary in x-gateway-destination-endpoint, from the same ranking. */
+  fallbacks: z.number().int().min(0).max(8).default(2),
+  /** A request header naming the tenant (one Envoy sets, e.g. from its auth filter): that tenant's tier, models and quotas apply. */
+  tenant_header: z.string().regex(/^[a-z0-9-]+$/, 'a lower-case header name').optional(),
+  /** Discover the pool's replicas as the pods the Kubernetes API lists and watches, instead of `replicas`. */
+  kubernetes: z.strictObject({
+    namespace: z.string().min(1).default('default'),
+    /** The InferencePool's selector, as a Kubernetes label selector (`app=vllm,tier=gpu`). */
+    label_selector: z.string().min(1),
+    /** The InferencePool's target port: replicas are http://POD_IP:target_port. */
+    target_port: z.number().int().min(1).max(65535),
+    /** Default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (in-cluster). */
+    api_server: url.optional(),
+    token_file: z.string().default('/var/run/secrets/kubernetes.io/serviceaccount/token'),
+    ca_file: z.string().default('/var/run/secrets/kubernetes.io/serviceaccount/ca.crt'),
+  }).optional(),
 });
 
 export const configSchema = z.strictObject({
@@ -257,6 +288,7 @@ export const configSchema = z.strictObject({
     resource_attributes: z.record(z.string().min(1), z.string()).optional(),
   }).optional(),
   expose_route_header: z.boolean().default(false),
+  epp: eppSchema.optional(),
   /** Browser origins allowed to call the gateway (CORS); none by default. "*" allows every origin. */
   cors: z.strictObject({
     allowed_origins: z.array(z.union([
@@ -273,3 +305,4 @@ export type PoolConfig = z.output<typeof poolSchema>;
 export type EngineConfig = z.output<typeof engineSchema>;
 export type ReplicaConfig = z.output<typeof replicaSchema>;
 export type TenantConfig = z.output<typeof tenantSchema>;
+export type EppConfig = z.output<typeof eppSchema>;

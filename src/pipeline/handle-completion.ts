@@ -31,6 +31,8 @@ export interface IncomingCompletion {
   tenant: TenantIdentity;
   /** Resolves with the body, or null when the client went away or the body was over the limit (already answered). */
   body: Promise<Buffer | null>;
+  /** Endpoint picker mode (src/epp/): the only slots this request may be routed to (its subset hint). */
+  subset?: readonly number[];
 }
 
 export function newContext(route: Route, sink: ClientSink, requestId: string | undefined): RequestContext {
@@ -99,6 +101,7 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   const limitHeaders = quotaGranted(svc, ctx, req.tenant, decision, cost);
   if (limitHeaders === null) return;
   const job = new UpstreamJob(svc, ctx, parsed, target, prompt, maxTokens, limitHeaders, pinned);
+  if (req.subset !== undefined) job.routeReq.subset = req.subset;
   const areq: AdmissionRequest = {
     route: job.routeReq, n: parsed.n, tier: req.tenant.slaTier, blockSize: target.pool.block_size,
     promptParam: promptParam(parsed),

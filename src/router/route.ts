@@ -117,6 +117,7 @@ export class Router {
     for (let i = 0; i < members.length; i++) {
       const slot = members[i]!;
       if (req.pinned !== undefined && slot !== req.pinned) continue;
+      if (req.subset !== undefined && !req.subset.includes(slot)) continue;
       if (!fleet.isHealthy(slot)) continue;
       const r = fleet.replica(slot);
       if (r.draining && req.pinned === undefined) continue;

@@ -43,6 +43,11 @@ export interface RouteRequest {
    * response can continue it), draining or not; absent for every other request.
    */
   pinned?: number;
+  /**
+   * The only slots this request may go to (an endpoint picker's subset hint, src/epp/); absent for every other
+   * request. Members outside it are not counted as healthy: none inside it means no_healthy_replica.
+   */
+  subset?: readonly number[];
 }
 
 /** Why a policy chose its replica, for the route header and the decisions metric. */

@@ -1,0 +1,161 @@
+// The endpoint picker over Envoy's ext_proc protocol, with a grpc-js client playing Envoy (Envoy's field
+// numbers) in front of a real gateway and two real mock replicas: one request through both phases (the pick,
+// the body echoed, the response echoed as it arrives, the ledger released at its end), prefix affinity across
+// two requests, the subset hint, 429 and 503 as ImmediateResponse, cancellation, 413, a headers-only pick,
+// and the health service. Cases follow llm-d's test/integration/epp (split body, subset match / partial /
+// none, header-only, SSE passthrough).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
+import { LEDGER_INFLIGHT } from '../../../src/registry/inflight-ledger.ts';
+import { EnvoyPlayer, isPick, type Immediate, type Pick } from './envoy-player.ts';
+
+let stack: TestStack;
+let envoy: EnvoyPlayer;
+const names = new Map<string, string>();
+
+before(async () => {
+  stack = await startStack({
+    config: {
+      epp: { host: '127.0.0.1', port: 0, pool: '8b', max_body_bytes: 200_000, fallbacks: 1, tenant_header: 'x-tenant' },
+      // One connection per replica and no queue: two requests in flight fill the pool, a third is shed.
+      upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3, connections_per_replica: 1 },
+      admission: { max_queued_requests: 0 },
+    },
+  });
+  envoy = new EnvoyPlayer(stack.gateway.epp!.port);
+  for (const [id, r] of stack.replicas) names.set(id, r.url.replace('http://', ''));
+});
+
+after(async () => {
+  envoy.close();
+  await stack.close();
+});
+
+const PREAMBLE = 'You are reviewing a long design document about gateways, caches and schedulers. '.repeat(12);
+
+function chat(question: string, stream = true): Buffer {
+  return Buffer.from(JSON.stringify({
+    model: 'llama-3.1-8b-instruct', stream, max_tokens: 8,
+    messages: [{ role: 'system', content: PREAMBLE }, { role: 'user', content: question }],
+  }));
+}
+
+function slotOf(endpoint: string): number {
+  const id = [...names].find(([, n]) => n === endpoint)![0];
+  return stack.gateway.registry.slotOf(id);
+}
+
+function inflight(endpoint: string): number {
+  return stack.gateway.registry.ledger.get(slotOf(endpoint), LEDGER_INFLIGHT);
+}
+
+async function pick(req: Parameters<EnvoyPlayer['open']>[0]): Promise<{ d: Pick | Immediate; s: ReturnType<EnvoyPlayer['open']> }> {
+  const s = envoy.open(req);
+  return { d: await envoy.decision(s.replies, s.stream, req.chunks !== undefined), s };
+}
+
+test('one request through both phases: pick with a fallback, body echoed, SSE echoed chunk by chunk, ledger released at the end', async () => {
+  const body = chat('What does a router do?');
+  const { d, s } = await pick({ chunks: [body.subarray(0, 100), body.subarray(100)], headers: { 'x-request-id': 'epp-both-phases' } });
+  assert.ok(isPick(d), `picked: ${JSON.stringify(d)}`);
+  const endpoints = d.endpoints.split(',');
+  assert.equal(endpoints.length, 2, 'primary then one fallback (epp.fallbacks: 1)');
+  assert.notEqual(endpoints[0], endpoints[1]);
+  for (const e of endpoints) assert.ok([...names.values()].includes(e), `${e} is a replica of the pool`);
+  assert.equal(d.metadataEndpoints, d.endpoints, 'envoy.lb carries the same value');
+  assert.equal(d.clearRouteCache, true);
+  assert.equal(d.contentLength, String(body.length));
+  assert.deepEqual(Buffer.concat(d.echoed), body, 'the body is echoed unchanged');
+  assert.equal(d.echoEnd, true);
+  // Dispatched: the replica's ledger holds the request until its response ends.
+  assert.equal(inflight(endpoints[0]!), 1);
+  const res = await envoy.forward(s.stream, s.replies, d, '/v1/chat/completions');
+  assert.equal(res.status, 200);
+  assert.ok(res.chunks >= 3, `the replica streamed several chunks (${res.chunks})`);
+  assert.deepEqual(res.body, res.sent, 'the SSE response is echoed byte for byte');
+  assert.match(res.body.toString(), /data: \[DONE\]/);
+  await waitFor(() => inflight(endpoints[0]!) === 0, 2000);
+  s.stream.end();
+  const metrics = await stack.gateway.metrics.render();
+  assert.match(metrics, /gateway_requests_total\{[^}]*status="200"[^}]*\} [1-9]/, 'the request counts in the gateway metrics');
+});
+
+test('prefix affinity: a second request sharing the first one\'s long prefix is picked to the same replica', async () => {
+  const first = await pick({ chunks: [chat('First question about caches?', false)] });
+  assert.ok(isPick(first.d));
+  const firstRes = await envoy.forward(first.s.stream, first.s.replies, first.d, '/v1/chat/completions');
+  assert.equal(firstRes.status, 200);
+  first.s.stream.end();
+  const second = await pick({ chunks: [chat('Second question about schedulers?', false)] });
+  assert.ok(isPick(second.d));
+  assert.equal(second.d.endpoints.split(',')[0], first.d.endpoints.split(',')[0]);
+  const secondRes = await envoy.forward(second.s.stream, second.s.replies, second.d, '/v1/chat/completions');
+  assert.equal(secondRes.status, 200);
+  assert.match(secondRes.body.toString(), /"cached_tokens":[1-9]/, 'the replica served the shared prefix from its cache');
+  second.s.stream.end();
+});
+
+test('subset hint: the pick is restricted to it; a hint naming none of the pool is a 503 ImmediateResponse', async () => {
+  for (const only of names.values()) {
+    const { d, s } = await pick({ chunks: [chat('Subset?')], subset: [only, '192.168.1.99:8000'] });
+    assert.ok(isPick(d));
+    assert.equal(d.endpoints, only, 'only the subset member, no fallback outside it');
+    s.stream.cancel();
+    await waitFor(() => inflight(only) === 0, 2000);
+  }
+  const { d } = await pick({ chunks: [chat('Nowhere?')], subset: ['192.168.1.99:8000'] });
+  assert.ok(!isPick(d));
+  assert.equal(d.status, 503);
+  assert.equal(JSON.parse(d.body).error.code, 'no_healthy_replica');
+});
+
+test('a shed is a 429 ImmediateResponse with Retry-After and the OpenAI error body; cancelled streams release at once', async () => {
+  const held = [await pick({ chunks: [chat('Hold one?')] }), await pick({ chunks: [chat('Hold two?')] })];
+  const primaries = held.map(({ d }) => (d as Pick).endpoints.split(',')[0]!);
+  assert.deepEqual(new Set(primaries).size, 2, 'one request on each replica');
+  const { d } = await pick({ chunks: [chat('Shed me?')] });
+  assert.ok(!isPick(d), 'the third request is refused');
+  assert.equal(d.status, 429);
+  assert.ok(Number(d.headers.get('retry-after')) >= 1);
+  assert.equal(d.headers.get('content-type'), 'application/json');
+  assert.equal(d.headers.get('x-ratelimit-limit-tokens'), undefined, 'an unmetered request has no rate-limit headers');
+  assert.equal(JSON.parse(d.body).error.code, 'server_overloaded');
+  // Envoy closes both streams (its client went away): everything is released at once.
+  for (const h of held) h.s.stream.cancel();
+  await waitFor(() => primaries.every((p) => inflight(p) === 0), 1000);
+});
+
+test('a request body over epp.max_body_bytes is a 413 ImmediateResponse', async () => {
+  const big = Buffer.alloc(120_000, 'a');
+  const { d } = await pick({ chunks: [big, big] });
+  assert.ok(!isPick(d));
+  assert.equal(d.status, 413);
+  assert.equal(JSON.parse(d.body).error.code, 'request_too_large');
+});
+
+test('invalid JSON is a 400 ImmediateResponse; a headers-only request is picked on its headers', async () => {
+  const bad = await pick({ chunks: [Buffer.from('no healthy upstream')] });
+  assert.ok(!isPick(bad.d));
+  assert.equal(bad.d.status, 400);
+  const get = await pick({ method: 'GET', path: '/v1/models' });
+  assert.ok(isPick(get.d));
+  assert.ok([...names.values()].includes(get.d.endpoints.split(',')[0]!));
+  assert.equal(get.d.contentLength, undefined);
+  get.s.stream.end();
+});
+
+test('a protocol error closes the stream with a gRPC status', async () => {
+  const s = envoy.client.process();
+  s.on('error', () => undefined);
+  const status = new Promise<{ code: number }>((resolve) => s.on('status', resolve));
+  s.write({ response_body: { body: Buffer.from('x'), end_of_stream: true } });
+  assert.equal((await status).code, 9, 'FAILED_PRECONDITION');
+});
+
+test('grpc.health.v1: liveness serves; readiness follows the registry; unknown services are NOT_FOUND', async () => {
+  assert.equal(await envoy.client.check('liveness'), 1);
+  assert.equal(await envoy.client.check(''), 1);
+  assert.equal(await envoy.client.check('envoy.service.ext_proc.v3.ExternalProcessor'), 1);
+  await assert.rejects(envoy.client.check('nope'), (err: { code?: number }) => err.code === 5);
+});
