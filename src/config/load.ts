@@ -68,6 +68,12 @@ function applyEnv(obj: Record<string, unknown>, env: EnvOverrides): void {
     // the environment names the whole endpoint: a config file's cluster seeds give way to it
     delete quota.redis_cluster;
   }
+  // In a pod the Kubernetes API is at the service the kubelet names; a file's api_server wins.
+  const k8s = (obj.epp as { kubernetes?: Record<string, unknown> } | undefined)?.kubernetes;
+  if (k8s && typeof k8s === 'object' && k8s.api_server === undefined && env.KUBERNETES_SERVICE_HOST) {
+    const host = env.KUBERNETES_SERVICE_HOST;
+    k8s.api_server = `https://${host.includes(':') ? `[${host}]` : host}:${env.KUBERNETES_SERVICE_PORT ?? '443'}`;
+  }
   if (env.USAGE_JSONL) {
     const usage = (obj.usage ??= {}) as Record<string, unknown>;
     const sinks = Array.isArray(usage.sinks) ? usage.sinks : [];

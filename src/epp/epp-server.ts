@@ -45,8 +45,7 @@ export async function startEpp(epp: EppConfig, parts: EppParts): Promise<EppHand
   };
   const env = { base: current, book };
   const ready = (): boolean => book.anyHealthy();
-  let listener: GrpcListener;
-  listener = await listenGrpc(epp.host, epp.port, {
+  const listener: GrpcListener = await listenGrpc(epp.host, epp.port, {
     process: (stream) => void new Exchange(stream, env),
     health: (service) => {
       if (service === 'liveness') return SERVING;

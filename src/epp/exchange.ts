@@ -94,7 +94,7 @@ export class Exchange implements ClientSink, UpstreamCall {
       case 'response_trailers':
         this.send(RESPONSE_TRAILERS_CONTINUE);
         return this.responseEnded();
-      default: return this.protocolError(GRPC_STATUS.INVALID_ARGUMENT, 'a ProcessingRequest with no request set');
+      case undefined: return this.protocolError(GRPC_STATUS.INVALID_ARGUMENT, 'a ProcessingRequest with no request set');
     }
   }
 

@@ -4,7 +4,8 @@
 // DELETED, BOOKMARK (a newer version, nothing changed), ERROR (410 Gone: the version is too old, list again).
 // A watch the server ends (its timeoutSeconds) is resumed from the last version seen; a failure lists again
 // after a back-off. In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the service
-// account's token (read at each connect: the kubelet rotates it) and CA.
+// account's token (read at each connect: the kubelet rotates it) and CA; src/config/load.ts fills api_server
+// from the environment the kubelet sets.
 // Thread: main. Off the request path: runs only when pods change.
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
@@ -156,8 +157,8 @@ export class PodWatch {
   }
 
   private get(path: string, onResponse: (res: http.IncomingMessage) => void): void {
-    const server = this.cfg.api_server ?? inCluster();
-    if (server === null) return this.failed('no Kubernetes API: set epp.kubernetes.api_server or run in a pod (KUBERNETES_SERVICE_HOST)');
+    const server = this.cfg.api_server;
+    if (server === undefined) return this.failed('no Kubernetes API: set epp.kubernetes.api_server or run in a pod (KUBERNETES_SERVICE_HOST)');
     const url = new URL(path, server);
     const headers: Record<string, string> = { accept: 'application/json' };
     const token = readOptional(this.cfg.token_file);
@@ -176,13 +177,6 @@ export class PodWatch {
     });
     req.end();
   }
-}
-
-function inCluster(): string | null {
-  const host = process.env.KUBERNETES_SERVICE_HOST;
-  const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
-  if (host === undefined || host === '') return null;
-  return `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 function readOptional(path: string): string | null {

@@ -50,6 +50,16 @@ function inflight(endpoint: string): number {
   return stack.gateway.registry.ledger.get(slotOf(endpoint), LEDGER_INFLIGHT);
 }
 
+/**
+ * Both replicas idle as admission sees them: their engines run nothing and two scrapes (50 ms each) have
+ * reported it. With one connection per replica and no queue, a replica still scraped busy would shed the next
+ * request, which the tests of the subset hint and of the shed must not inherit from the test before them.
+ */
+async function idle(): Promise<void> {
+  await waitFor(() => [...stack.replicas.values()].every((r) => { const st = r.engine.snapshot(); return st.running + st.waiting === 0; }), 5000);
+  await new Promise((r) => setTimeout(r, 150));
+}
+
 async function pick(req: Parameters<EnvoyPlayer['open']>[0]): Promise<{ d: Pick | Immediate; s: ReturnType<EnvoyPlayer['open']> }> {
   const s = envoy.open(req);
   return { d: await envoy.decision(s.replies, s.stream, req.chunks !== undefined), s };
@@ -97,12 +107,14 @@ test('prefix affinity: a second request sharing the first one\'s long prefix is 
 });
 
 test('subset hint: the pick is restricted to it; a hint naming none of the pool is a 503 ImmediateResponse', async () => {
+  await idle();
   for (const only of names.values()) {
     const { d, s } = await pick({ chunks: [chat('Subset?')], subset: [only, '192.168.1.99:8000'] });
     assert.ok(isPick(d));
     assert.equal(d.endpoints, only, 'only the subset member, no fallback outside it');
     s.stream.cancel();
     await waitFor(() => inflight(only) === 0, 2000);
+    await idle();
   }
   const { d } = await pick({ chunks: [chat('Nowhere?')], subset: ['192.168.1.99:8000'] });
   assert.ok(!isPick(d));
@@ -111,6 +123,7 @@ test('subset hint: the pick is restricted to it; a hint naming none of the pool 
 });
 
 test('a shed is a 429 ImmediateResponse with Retry-After and the OpenAI error body; cancelled streams release at once', async () => {
+  await idle();
   const held = [await pick({ chunks: [chat('Hold one?')] }), await pick({ chunks: [chat('Hold two?')] })];
   const primaries = held.map(({ d }) => (d as Pick).endpoints.split(',')[0]!);
   assert.deepEqual(new Set(primaries).size, 2, 'one request on each replica');
@@ -158,4 +171,44 @@ test('grpc.health.v1: liveness serves; readiness follows the registry; unknown s
   assert.equal(await envoy.client.check(''), 1);
   assert.equal(await envoy.client.check('envoy.service.ext_proc.v3.ExternalProcessor'), 1);
   await assert.rejects(envoy.client.check('nope'), (err: { code?: number }) => err.code === 5);
+});
+
+test('the body is echoed byte for byte at any chunking, including a cut inside a UTF-8 character, in pieces of at most 62,000 bytes', async () => {
+  await idle();
+  const fc = (await import('fast-check')).default;
+  const text = 'héllo 日本語 — 🎉 naïve façade';
+  const body = chat(text);
+  const multibyteAt = body.indexOf(Buffer.from('日')) + 1;
+  const sizes = [...stack.replicas.keys()].map((id) => stack.gateway.registry.slotOf(id));
+  const release = async (s: ReturnType<EnvoyPlayer['open']>): Promise<void> => {
+    s.stream.cancel();
+    await waitFor(() => sizes.every((slot) => stack.gateway.registry.ledger.get(slot, LEDGER_INFLIGHT) === 0), 2000);
+  };
+  const check = async (chunks: Buffer[], whole: Buffer): Promise<void> => {
+    const { d, s } = await pick({ chunks });
+    assert.ok(isPick(d), `picked: ${JSON.stringify(d)}`);
+    assert.deepEqual(Buffer.concat(d.echoed), whole);
+    assert.ok(d.echoed.every((c) => c.length <= 62_000));
+    await release(s);
+  };
+  // A cut one byte into the three-byte 日: neither chunk is valid UTF-8 on its own.
+  await check([body.subarray(0, multibyteAt), body.subarray(multibyteAt)], body);
+  await check([...[...body].slice(0, 40).map((b) => Buffer.from([b])), body.subarray(40)], body);
+  await fc.assert(fc.asyncProperty(
+    fc.string({ unit: 'grapheme', maxLength: 60 }),
+    fc.uniqueArray(fc.nat({ max: 400 }), { maxLength: 6 }),
+    async (content, cuts) => {
+      const b = chat(content);
+      const at = [...new Set(cuts.map((c) => c % b.length))].sort((x, y) => x - y).filter((c) => c > 0);
+      const pieces = [0, ...at].map((start, i) => b.subarray(start, at[i] ?? b.length));
+      await check(pieces, b);
+    },
+  ), { numRuns: 15, seed: 43 });
+  // Larger than one streamed message: split into pieces of at most 62,000 bytes (a path picked on its headers).
+  const big = Buffer.alloc(150_000, 'x');
+  const { d, s } = await pick({ path: '/v1/embeddings', chunks: [big] });
+  assert.ok(isPick(d));
+  assert.deepEqual(d.echoed.map((c) => c.length), [62_000, 62_000, 26_000]);
+  assert.deepEqual(Buffer.concat(d.echoed), big);
+  await release(s);
 });
