@@ -85,6 +85,8 @@ test('one request through both phases: pick with a fallback, body echoed, SSE ec
   assert.ok(res.chunks >= 3, `the replica streamed several chunks (${res.chunks})`);
   assert.deepEqual(res.body, res.sent, 'the SSE response is echoed byte for byte');
   assert.match(res.body.toString(), /data: \[DONE\]/);
+  const explained = s.replies.find((r) => r.response_headers !== undefined)!.response_headers!.response!.header_mutation!.set_headers!;
+  assert.match(Buffer.from(explained[0]!.header.raw_value).toString(), new RegExp(`^replica=8b-\\d; policy=kv-aware;`), 'the route explanation rides on the response headers');
   await waitFor(() => inflight(endpoints[0]!) === 0, 2000);
   s.stream.end();
   const metrics = await stack.gateway.metrics.render();
@@ -137,6 +139,20 @@ test('a shed is a 429 ImmediateResponse with Retry-After and the OpenAI error bo
   // Envoy closes both streams (its client went away): everything is released at once.
   for (const h of held) h.s.stream.cancel();
   await waitFor(() => primaries.every((p) => inflight(p) === 0), 1000);
+});
+
+test('a tenant named by epp.tenant_header has its quotas: over its concurrency, a 429 ImmediateResponse with its rate-limit headers', async () => {
+  await idle();
+  const tiny = { 'x-tenant': 'tiny' };
+  const held = [await pick({ chunks: [chat('Mine one?')], headers: tiny }), await pick({ chunks: [chat('Mine two?')], headers: tiny })];
+  for (const h of held) assert.ok(isPick(h.d));
+  const { d } = await pick({ chunks: [chat('Mine three?')], headers: tiny });
+  assert.ok(!isPick(d));
+  assert.equal(d.status, 429);
+  assert.equal(JSON.parse(d.body).error.code, 'concurrency_limit_exceeded');
+  assert.equal(d.headers.get('x-ratelimit-limit-requests'), '2');
+  for (const h of held) h.s.stream.cancel();
+  await waitFor(() => [...names.values()].every((n) => inflight(n) === 0), 2000);
 });
 
 test('a request body over epp.max_body_bytes is a 413 ImmediateResponse', async () => {
