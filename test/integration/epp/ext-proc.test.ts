@@ -6,7 +6,7 @@
 // none, header-only, SSE passthrough).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
+import { DEFAULT_POOL, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
 import { LEDGER_INFLIGHT } from '../../../src/registry/inflight-ledger.ts';
 import { EnvoyPlayer, isPick, type Immediate, type Pick } from './envoy-player.ts';
 
@@ -16,11 +16,15 @@ const names = new Map<string, string>();
 
 before(async () => {
   stack = await startStack({
+    // The mock replicas run in this process: on a loaded machine their decode steps, as the GPU-time model
+    // measures them through the response phase, come out at 100+ ms, and an idle replica would be judged
+    // over its TPOT target. Wide targets keep this file about the protocol, not about that measurement.
+    pools: [{ ...DEFAULT_POOL, engine: { tpot_target_ms: 5000, ttft_target_ms: 10_000 } }],
     config: {
       epp: { host: '127.0.0.1', port: 0, pool: '8b', max_body_bytes: 200_000, fallbacks: 1, tenant_header: 'x-tenant' },
       // One connection per replica and no queue: two requests in flight fill the pool, a third is shed.
       upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3, connections_per_replica: 1 },
-      admission: { max_queued_requests: 0 },
+      admission: { max_queued_requests: 0, tpot_target_ms: 5000, ttft_ms_by_tier: { standard: 10_000 } },
     },
   });
   envoy = new EnvoyPlayer(stack.gateway.epp!.port);
@@ -112,7 +116,7 @@ test('subset hint: the pick is restricted to it; a hint naming none of the pool 
   await idle();
   for (const only of names.values()) {
     const { d, s } = await pick({ chunks: [chat('Subset?')], subset: [only, '192.168.1.99:8000'] });
-    assert.ok(isPick(d));
+    assert.ok(isPick(d), JSON.stringify(d));
     assert.equal(d.endpoints, only, 'only the subset member, no fallback outside it');
     s.stream.cancel();
     await waitFor(() => inflight(only) === 0, 2000);
