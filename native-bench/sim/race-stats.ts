@@ -33,60 +33,106 @@ export function meanInterval(values: readonly number[]): MeanInterval {
 export interface BisectOptions {
   /** First rate tried (the computed capacity). */
   start: number;
-  /** Bracketing multiplies (after a pass) or divides (after a fail) the rate by this. */
+  /** Bracketing multiplies the rate by this after a pass (and divides by at least this after a fail). */
   step: number;
-  /** Stop when the failing rate is within this fraction above the passing one (0.03 = 3 %). */
+  /** Stop when the failing rate is within this fraction above the passing one (0.01 = 1 %). */
   tolerance: number;
   /** Bracketing gives up after this many moves in one direction. */
   maxBracketSteps: number;
+  /** The attainment a rate must reach to pass (0.9). */
+  target: number;
 }
 
 export interface BisectResult {
-  /** Highest rate that passed; null when even the lowest tried failed. */
+  /** Highest rate that passed and its attainment; null when even the lowest tried failed. */
   lo: number | null;
-  /** Lowest rate that failed; null when even the highest tried passed. */
+  loAttainment: number;
+  /** Lowest rate that failed and its attainment; null when even the highest tried passed. */
   hi: number | null;
+  hiAttainment: number;
   /** Every rate tried, in order. */
   tried: number[];
 }
 
+/** A failing probe's next rate is at most this many times lower (its attainment's guess, bounded). */
+const MAX_DOWN_FACTOR = 4;
+
 /**
- * The highest rate at which `passes` holds, assuming it holds below some rate and fails above it. Bracket:
- * from `start`, step up until a fail (or down until a pass); then bisect geometrically (the midpoint of a
- * rate bracket in ratio, so each probe halves the bracket's log-width) until hi ≤ lo·(1 + tolerance).
+ * The highest rate whose attainment reaches the target, assuming attainment falls as the rate rises.
+ * Bracket: from `start`, step up by `step` until a fail; after a fail step down by what the attainment
+ * suggests (rate × attainment / target: a run past capacity serves about its capacity's worth), at least
+ * `step` and at most MAX_DOWN_FACTOR, until a pass. Then narrow the bracket until hi ≤ lo·(1 + tolerance):
+ * each probe at the rate where attainment crosses the target on the line through the bracket's ends,
+ * kept half a tolerance inside them (regula falsi), or at the geometric midpoint after two probes on one
+ * side (the Illinois safeguard against a curved attainment stalling one end). Past capacity a run costs
+ * more (queues, sheds), so finding the crossing in few probes is most of a race's speed.
  */
-export async function bisectCapacity(passes: (rate: number) => Promise<boolean>, o: BisectOptions): Promise<BisectResult> {
+export async function bisectCapacity(attainment: (rate: number) => Promise<number>, o: BisectOptions): Promise<BisectResult> {
   if (!(o.start > 0 && o.step > 1 && o.tolerance > 0 && o.maxBracketSteps >= 1)) throw new RangeError('bisectCapacity: bad options');
   const tried: number[] = [];
-  const probe = async (x: number): Promise<boolean> => {
+  const probe = async (x: number): Promise<number> => {
     tried.push(x);
-    return passes(x);
+    return attainment(x);
   };
   let lo: number | null = null;
   let hi: number | null = null;
+  let loA = Number.NaN;
+  let hiA = Number.NaN;
   let x = o.start;
-  if (await probe(x)) {
+  let a = await probe(x);
+  if (a >= o.target) {
     lo = x;
+    loA = a;
     for (let i = 0; i < o.maxBracketSteps && hi === null; i++) {
       x *= o.step;
-      if (await probe(x)) lo = x;
-      else hi = x;
+      a = await probe(x);
+      if (a >= o.target) {
+        lo = x;
+        loA = a;
+      } else {
+        hi = x;
+        hiA = a;
+      }
     }
   } else {
     hi = x;
+    hiA = a;
     for (let i = 0; i < o.maxBracketSteps && lo === null; i++) {
-      x /= o.step;
-      if (await probe(x)) lo = x;
-      else hi = x;
+      const guess = a / o.target;
+      x *= Math.max(1 / MAX_DOWN_FACTOR, Math.min(1 / o.step, guess));
+      a = await probe(x);
+      if (a >= o.target) {
+        lo = x;
+        loA = a;
+      } else {
+        hi = x;
+        hiA = a;
+      }
     }
   }
-  if (lo === null || hi === null) return { lo, hi, tried };
-  while (hi > lo * (1 + o.tolerance)) {
-    const mid = Math.sqrt(lo * hi);
-    if (await probe(mid)) lo = mid;
-    else hi = mid;
+  if (lo === null || hi === null) return { lo, loAttainment: loA, hi, hiAttainment: hiA, tried };
+  const inside = Math.sqrt(1 + o.tolerance);
+  let lastSide = 0;
+  let run = 0;
+  let l: number = lo;
+  let h: number = hi;
+  while (h > l * (1 + o.tolerance)) {
+    let next = run >= 2 ? Math.sqrt(l * h) : crossing(l, loA, h, hiA, o.target);
+    if (next < l * inside) next = l * inside;
+    if (next > h / inside) next = h / inside;
+    a = await probe(next);
+    const side = a >= o.target ? 1 : -1;
+    if (side > 0) {
+      l = next;
+      loA = a;
+    } else {
+      h = next;
+      hiA = a;
+    }
+    run = side === lastSide ? run + 1 : 1;
+    lastSide = side;
   }
-  return { lo, hi, tried };
+  return { lo: l, loAttainment: loA, hi: h, hiAttainment: hiA, tried };
 }
 
 /**

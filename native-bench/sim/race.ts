@@ -173,8 +173,8 @@ export class RaceRunner {
       const out = await this.runOne(this.spec(c, seed, { axis: p.axis, x: round4(x) }), runs.length);
       runs.push(out);
       byRate.set(x, out);
-      return out.json.slo_attainment >= SLO_ATTAINMENT_TARGET;
-    }, { start: p.start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS });
+      return out.json.slo_attainment;
+    }, { start: p.start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS, target: SLO_ATTAINMENT_TARGET });
     // Seed-mix: the rate the workload was generated at (load × the pool's computed capacity), the same for
     // every policy at that point; what a window of it happens to offer varies with its bursts. A trace: the
     // rate the compressed trace offered in the measured window (the same requests for every policy). The

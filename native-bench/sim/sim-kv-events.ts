@@ -17,6 +17,9 @@ import type { FleetView } from '../../src/router/types.ts';
 import type { KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
 import { buildPolicy } from './policies.ts';
 
+/** The approximate index of a run none of whose streams falls back: never written, never read. */
+const FAULTLESS_APPROXIMATE_ENTRIES = 64;
+
 export class SimKvEvents implements KvEventSink {
   readonly index: EventsIndex;
   /**
@@ -26,7 +29,11 @@ export class SimKvEvents implements KvEventSink {
    */
   private readonly dirty: Uint8Array;
 
-  constructor(slots: number, blocksPerReplica: number) {
+  /** No replica of the run dies or restarts: every stream stays live, the approximate index is never read. */
+  private readonly faultless: boolean;
+
+  constructor(slots: number, blocksPerReplica: number, faultless = false) {
+    this.faultless = faultless;
     // Twice the blocks the fleet can hold: distinct hashes never exceed it, and the probe window stays short.
     this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots });
     this.dirty = new Uint8Array(slots);
@@ -43,8 +50,8 @@ export class SimKvEvents implements KvEventSink {
   }
 
   /** `routing.prefix_index: events` → the feed for a pool of `slots` engines of `blocksPerReplica` blocks; else null. */
-  static forConfig(cfg: GatewayConfig, slots: number, blocksPerReplica: number): SimKvEvents | null {
-    return cfg.routing.prefix_index === 'events' ? new SimKvEvents(slots, blocksPerReplica) : null;
+  static forConfig(cfg: GatewayConfig, slots: number, blocksPerReplica: number, faultless = false): SimKvEvents | null {
+    return cfg.routing.prefix_index === 'events' ? new SimKvEvents(slots, blocksPerReplica, faultless) : null;
   }
 
   /** The slot's (new) engine reports its cache from now on (through the run's KvEventFeed); it starts empty, so its index is exact at once. */
@@ -77,7 +84,11 @@ export class SimKvEvents implements KvEventSink {
 
   /** A gateway's router over `fleet` whose index policies read the events index for live slots. */
   router(cfg: GatewayConfig, fleet: FleetView, gpu: GpuTimeModel | null = null): Router {
-    const index = new EventsPrefixIndex(new PrefixIndex({ entries: cfg.routing.prefix_index_entries, slots: this.index.slots }).buffer, this.index.buffer);
+    // A faultless run skips the approximate index's writes: with every stream live nothing reads them, so
+    // no decision changes (the same flags give the same JSON either way) and a kv-aware run costs less; its
+    // approximate index is then a token one (the default is 136 MiB to allocate and zero per run).
+    const entries = this.faultless ? FAULTLESS_APPROXIMATE_ENTRIES : cfg.routing.prefix_index_entries;
+    const index = new EventsPrefixIndex(new PrefixIndex({ entries, slots: this.index.slots }).buffer, this.index.buffer, !this.faultless);
     // buildPolicy, not createPolicy: a simulator-only policy (random) rides on a schema name in cfg.
     return new Router(buildPolicy(cfg, fleet, gpu ?? undefined, index), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null, gpu);
   }

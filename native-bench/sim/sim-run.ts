@@ -14,7 +14,7 @@ import { loadFleet, withKvScale, withPrefixIndex, type SimFleet, type SimPool } 
 import { KvEventFeed } from './kv-event-feed.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
 import { RunMetrics, type RunFigures } from './metrics.ts';
-import { withPolicy } from './policies.ts';
+import { policyOf, withPolicy } from './policies.ts';
 import { Prng } from './prng.ts';
 import type { AdmissionMode, FaultSpec, RunSpec } from './run-types.ts';
 import { SimGateway } from './sim-gateway.ts';
@@ -138,7 +138,8 @@ export class FleetSim implements RequestSink {
     };
     this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0, o.engineBiasPct ?? 0));
     this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));
-    this.kvEvents = SimKvEvents.forConfig(cfg, n, this.engines[0]!.config.numGpuBlocks);
+    const faultless = (o.kills ?? []).length === 0 && (o.restarts ?? []).length === 0;
+    this.kvEvents = SimKvEvents.forConfig(cfg, n, this.engines[0]!.config.numGpuBlocks, faultless);
     this.startSeconds = new Float64Array(n).fill(EPOCH_SECONDS);
     this.inflightTokens = new Float64Array(n);
     for (let g = 0; g < o.gateways; g++) this.gateways.push(new SimGateway(g, o.pool, cfg, this.clock, { admission: this.admissionMode, kvEvents: this.kvEvents }));
@@ -149,9 +150,30 @@ export class FleetSim implements RequestSink {
     if (this.kvEvents !== null && (SimKvEvents.readBy(cfg.routing.policy) || this.admissionMode === 'expediter')) this.kvFeed.subscribe(this.kvEvents);
     for (let slot = 0; slot < n; slot++) this.attachEngine(slot, this.engines[slot]!);
     // Each gateway's poller scrapes on its own phase; the first scrape is at once (a gateway opens its port
-    // only after the first scrape of every replica).
+    // only after the first scrape of every replica). llm-d refreshes each pod on the pod's own ticker, started
+    // when the pod was discovered (llm-d-inference-scheduler pkg/epp/datalayer/collector.go: one Collector
+    // goroutine and time.Ticker per endpoint), so its scrapes are spread over the interval, not one tick.
+    const perPod = policyOf(cfg) === 'llm-d' || policyOf(cfg) === 'llm-d-precise';
     for (const gw of this.gateways) {
       const phase = (gw.index * this.scrapeMs) / o.gateways;
+      if (perPod) {
+        gw.scrape(this);
+        for (let slot = 0; slot < n; slot++) {
+          const tickSlot = (): void => {
+            gw.scrapeSlot(this, slot);
+            this.clock.setTimer(this.scrapeMs, tickSlot);
+          };
+          this.clock.setTimer(phase + ((slot + 1) * this.scrapeMs) / n, tickSlot);
+        }
+        if (gw.index === 0) {
+          const sampleTick = (): void => {
+            this.sample();
+            this.clock.setTimer(this.scrapeMs, sampleTick);
+          };
+          this.clock.setTimer(0, sampleTick);
+        }
+        continue;
+      }
       const tick = (): void => {
         gw.scrape(this);
         if (gw.index === 0) this.sample();

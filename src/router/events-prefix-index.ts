@@ -29,12 +29,21 @@ export class EventsPrefixIndex extends PrefixIndex {
   private readonly one: number[] = [0];
   private readonly oneOut = new Int32Array(1);
 
+  /**
+   * False: dispatches, corrections and reply blocks are not written to the approximate index. Only for a
+   * caller that knows no stream will ever fall back (the fleet simulator's runs without faults, whose
+   * engines publish every event): nothing would read those writes, which were a quarter of a Mooncake
+   * kv-aware run's CPU. The live gateway keeps them (the default).
+   */
+  private readonly approximateWrites: boolean;
+
   /** Over an approximate index's buffer and an events index's buffer (both shared across threads). */
-  constructor(approximate: SharedArrayBuffer, events: SharedArrayBuffer) {
+  constructor(approximate: SharedArrayBuffer, events: SharedArrayBuffer, approximateWrites = true) {
     super(approximate);
     this.events = new EventsIndex(events);
     this.servedEvents = new Uint8Array(this.slots);
     this.checks = new PredictionChecks(this.events);
+    this.approximateWrites = approximateWrites;
   }
 
   checkDispatched(req: RouteRequest, d: Decision): void {
@@ -54,6 +63,14 @@ export class EventsPrefixIndex extends PrefixIndex {
     const bs = this.events.stat(d.slot, Stat.BlockSize);
     if (!(bs > 0)) return;
     this.checks.record(d.slot, d.eventsEpoch, predictedCachedTokens(d.eventsCachedBlocks, req.promptTokens, bs), cachedTokens);
+  }
+
+  override insert(hashes: Float64Array, from: number, slot: number): number {
+    return this.approximateWrites ? super.insert(hashes, from, slot) : 0;
+  }
+
+  override truncate(slot: number, hashes: Float64Array, from: number): number {
+    return this.approximateWrites ? super.truncate(slot, hashes, from) : 0;
   }
 
   servedBy(slot: number): 'events' | 'approximate' {

@@ -15,6 +15,10 @@
 // lookup() probes each candidate's table, which costs Σ over candidates of (its run + 1) probes, never more
 // than walking every holder of every matched block, and store() finds a membership in one probe however many
 // replicas hold the hash (a prefix every replica has cached has 40 holders on the 8B pool).
+// With a holder cap (llm-d's precise index: kvblock.InMemoryIndexConfig.PodCacheSize, default 10 pods per
+// block key, llm-d-kv-cache pkg/kvcache/kvblock/in_memory.go), each hash also keeps its holders in an LRU
+// of that many: an eleventh replica storing it makes the index forget the least recently stored one, though
+// that replica's engine still holds the block.
 // Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision; store() once per
 // stored block, O(1); no allocation except when the arrays grow.
 import { HashIntMap } from './hash-int-map.ts';
@@ -41,9 +45,26 @@ export class BlockHolders {
   private readonly capacities: Float64Array;
   /** Memberships dropped because a replica's LRU was over its capacity. */
   evictions = 0;
+  /** Holders kept per hash (Infinity: no cap), and with a cap each hash's holders oldest first, `cap` per group. */
+  private readonly cap: number;
+  private readonly groupOf: HashIntMap | null;
+  private groupSlots: Int32Array;
+  private groupCounts: Int32Array;
+  private groupFree = NONE;
+  private groupsUsed = 0;
+  /** Memberships dropped because a hash had `cap` newer holders. */
+  capDrops = 0;
 
-  /** `capacityBlocks`: each slot's LRU bound until setCapacity says otherwise (Infinity: none). */
-  constructor(slots: number, capacityBlocks = Infinity) {
+  /**
+   * `capacityBlocks`: each slot's LRU bound until setCapacity says otherwise (Infinity: none); `holdersPerHash`:
+   * the holders one hash keeps, least recently stored dropped first (Infinity: none).
+   */
+  constructor(slots: number, capacityBlocks = Infinity, holdersPerHash = Infinity) {
+    this.cap = holdersPerHash;
+    const capped = Number.isFinite(holdersPerHash);
+    this.groupOf = capped ? new HashIntMap() : null;
+    this.groupSlots = new Int32Array(capped ? 1024 * holdersPerHash : 0);
+    this.groupCounts = new Int32Array(capped ? 1024 : 0);
     this.slots = slots;
     this.bySlot = Array.from({ length: slots }, () => new HashIntMap());
     this.hashOf = new Float64Array(INITIAL_MEMBERSHIPS);
@@ -105,6 +126,11 @@ export class BlockHolders {
     if (m !== NONE) {
       this.unlinkLru(m);
       this.linkNewest(m);
+      if (this.groupOf !== null) {
+        // Stored again: its hash's most recent holder too (an LRU's Add of a present key).
+        this.leaveGroup(slot, hash);
+        this.joinGroup(slot, hash);
+      }
       return false;
     }
     const n = this.allocate();
@@ -112,8 +138,67 @@ export class BlockHolders {
     this.slotOf[n] = slot;
     this.linkNewest(n);
     this.counts[slot]!++;
+    if (this.groupOf !== null) this.joinGroup(slot, hash);
     if (this.counts[slot]! > this.capacities[slot]!) this.evictOldest(slot);
     return true;
+  }
+
+  /** `slot` newly holds `hash`: its newest holder; the oldest is forgotten when that makes one too many. */
+  private joinGroup(slot: number, hash: number): void {
+    const map = this.groupOf!;
+    const cap = this.cap;
+    let g = map.get(hash);
+    if (g === NONE) {
+      g = this.allocateGroup();
+      map.set(hash, g);
+    }
+    if (this.groupCounts[g] === cap) {
+      const victim = this.groupSlots[g * cap]!;
+      this.drop(this.bySlot[victim]!.get(hash)); // leaves the group through drop()
+      this.capDrops++;
+      if (map.get(hash) === NONE) {
+        // A cap of one: the group emptied and was freed; take one again.
+        g = this.allocateGroup();
+        map.set(hash, g);
+      }
+    }
+    this.groupSlots[g * cap + this.groupCounts[g]!] = slot;
+    this.groupCounts[g]!++;
+  }
+
+  /** `slot` no longer holds `hash`: out of its group, the group freed when empty. */
+  private leaveGroup(slot: number, hash: number): void {
+    const map = this.groupOf!;
+    const g = map.get(hash);
+    if (g === NONE) return;
+    const cap = this.cap;
+    const base = g * cap;
+    const n = this.groupCounts[g]!;
+    let i = 0;
+    while (i < n && this.groupSlots[base + i] !== slot) i++;
+    if (i === n) return;
+    for (; i < n - 1; i++) this.groupSlots[base + i] = this.groupSlots[base + i + 1]!;
+    this.groupCounts[g] = n - 1;
+    if (n - 1 === 0) {
+      map.delete(hash);
+      this.groupCounts[g] = this.groupFree;
+      this.groupFree = g;
+    }
+  }
+
+  private allocateGroup(): number {
+    if (this.groupFree !== NONE) {
+      const g = this.groupFree;
+      this.groupFree = this.groupCounts[g]!;
+      this.groupCounts[g] = 0;
+      return g;
+    }
+    if (this.groupsUsed === this.groupCounts.length) {
+      this.groupCounts = copyInto(new Int32Array(this.groupCounts.length * 2), this.groupCounts);
+      this.groupSlots = copyInto(new Int32Array(this.groupSlots.length * 2), this.groupSlots);
+    }
+    this.groupCounts[this.groupsUsed] = 0;
+    return this.groupsUsed++;
   }
 
   /** The slot no longer holds `hash` (a BlockRemoved event). True when it was held. */
@@ -155,6 +240,7 @@ export class BlockHolders {
   private drop(m: number): void {
     const slot = this.slotOf[m]!;
     this.bySlot[slot]!.delete(this.hashOf[m]!);
+    if (this.groupOf !== null) this.leaveGroup(slot, this.hashOf[m]!);
     this.unlinkLru(m);
     this.counts[slot]!--;
     this.older[m] = this.freeHead;

@@ -21,6 +21,8 @@ export interface AnchorIndexOptions {
   feed: 'dispatch' | 'events';
   /** Each replica's LRU bound in blocks: its scraped num_gpu_blocks, or a fixed count. Ignored for events. */
   capacity: 'scraped' | number;
+  /** Replicas one hash keeps, least recently stored forgotten first (default: no cap). */
+  holdersPerHash?: number;
 }
 
 export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback, RankedPolicy {
@@ -42,7 +44,7 @@ export abstract class AnchorPolicy implements RoutingPolicy, RoutingFeedback, Ra
     this.fromEvents = o.feed === 'events';
     this.scrapedCapacity = !this.fromEvents && o.capacity === 'scraped';
     const fixed = this.fromEvents || o.capacity === 'scraped' ? Infinity : o.capacity;
-    const index = new BlockHolders(slots, fixed);
+    const index = new BlockHolders(slots, fixed, o.holdersPerHash ?? Infinity);
     this.index = index;
     this.table = new CandidateTable(slots);
     this.rankKey = new Float64Array(slots);

@@ -18,6 +18,11 @@ import type { Decision, FleetView, RouteRequest } from '../types.ts';
 import { AnchorPolicy } from './anchor-policy.ts';
 
 export const LLMD_WEIGHTS = { prefix: 3, queue: 2, kv: 2 } as const;
+/**
+ * Pods the precise index keeps per block key (kvblock.InMemoryIndexConfig.PodCacheSize, defaultPodsPerKey 10:
+ * llm-d-kv-cache pkg/kvcache/kvblock/in_memory.go), an LRU per key.
+ */
+export const LLMD_PODS_PER_KEY = 10;
 /** The EPP's metrics refresh interval (--refresh-metrics-interval, llm-d-router pkg/epp/server/options.go): ms. */
 export const LLMD_REFRESH_MS = 50;
 
@@ -34,7 +39,7 @@ export class LlmdPolicy extends AnchorPolicy {
 
   /** precise: the prefix index is fed by KV events (llm-d-precise); else approximate, written at dispatch. */
   constructor(slots: number, precise: boolean, seed = 1) {
-    super(slots, precise ? { feed: 'events', capacity: Infinity } : { feed: 'dispatch', capacity: 'scraped' });
+    super(slots, precise ? { feed: 'events', capacity: Infinity, holdersPerHash: LLMD_PODS_PER_KEY } : { feed: 'dispatch', capacity: 'scraped' });
     this.name = precise ? 'llm-d-precise' : 'llm-d';
     this.waiting = new Float64Array(slots);
     this.kvUsage = new Float64Array(slots);

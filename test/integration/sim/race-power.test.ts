@@ -19,12 +19,12 @@ interface Doc {
 }
 
 test('the race ranks random < round robin < least-outstanding-tokens on every seed', async () => {
-  const plan = planRace(parseArgs(['--race', '--fleet', 'demo', '--pool', '8b', '--minutes', '1', '--seeds', '2',
+  const plan = planRace(parseArgs(['--race', '--fleet', 'demo', '--pool', '8b', '--minutes', '2', '--seeds', '2',
     '--policies', 'random,round-robin,least-outstanding-tokens', '--admission', 'none']));
   const result = await runRace(plan, 2);
   const doc = JSON.parse(raceJson(plan, result)) as Doc;
   assert.deepEqual(doc.race, {
-    workload: 'seed-mix', pool: '8b', seeds: [101, 102], minutes: 1, max_tokens: 'caps', trace_windows_s: [], engine_bias_pct: 20, engine_error_pct: 3,
+    workload: 'seed-mix', pool: '8b', seeds: [101, 102], minutes: 2, max_tokens: 'caps', trace_windows_s: [], engine_bias_pct: 20, engine_error_pct: 3,
     step_jitter_pct: 10, batch_padding: true, bisection_tolerance: 0.01, slo_attainment_target: 0.9,
   });
   assert.deepEqual(doc.ratios, [], 'kv-aware is not in this race');

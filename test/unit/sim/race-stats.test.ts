@@ -2,37 +2,60 @@
 // and the interval over seeds uses Student's t with n − 1 degrees of freedom; the overload rows aggregate seeds.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bisectCapacity, goodputPeaks, meanInterval, studentT975 } from '../../../native-bench/sim/race-stats.ts';
+import { bisectCapacity, crossing, goodputPeaks, meanInterval, pairedRatio, studentT975 } from '../../../native-bench/sim/race-stats.ts';
 import { overloadRows } from '../../../native-bench/sim/race-report.ts';
 import type { OverloadRun } from '../../../native-bench/sim/race.ts';
 import type { RunOutput } from '../../../native-bench/sim/run-types.ts';
 
-const opts = { start: 100, step: 1.25, tolerance: 0.03, maxBracketSteps: 12 };
+const opts = { start: 100, step: 1.25, tolerance: 0.01, maxBracketSteps: 12, target: 0.9 };
+/** Attainment falling through 0.9 at `at`: linear, or curved (∝ 1/x², as a queue past capacity sheds). */
+const linear = (at: number) => async (x: number): Promise<number> => Math.min(1, 0.9 - (x - at) / 500);
+const curved = (at: number) => async (x: number): Promise<number> => Math.min(1, 0.9 * (at / x) ** 2);
 
-test('bisection brackets upwards then narrows to within 3 % of a threshold above the start', async () => {
-  const r = await bisectCapacity(async (x) => x <= 173.2, opts);
-  assert.ok(r.lo !== null && r.hi !== null);
-  assert.ok(r.lo <= 173.2 && r.hi > 173.2, `${r.lo}..${r.hi}`);
-  assert.ok(r.hi <= r.lo * 1.03 + 1e-9);
-  // Every rate tried at or below the threshold passed: lo is the highest of them.
-  assert.equal(r.lo, Math.max(...r.tried.filter((x) => x <= 173.2)));
-  assert.deepEqual(r.tried.slice(0, 4), [100, 125, 156.25, 195.3125]);
-  assert.ok(r.tried.length <= 8, `${r.tried.length} probes`);
+test('the search brackets upwards, then narrows to within 1 % of the crossing in few probes', async () => {
+  for (const f of [linear(173.2), curved(173.2)]) {
+    const r = await bisectCapacity(f, opts);
+    assert.ok(r.lo !== null && r.hi !== null);
+    assert.ok(r.lo <= 173.2 && r.hi > 173.2, `${r.lo}..${r.hi}`);
+    assert.ok(r.hi <= r.lo * 1.01 + 1e-9);
+    assert.ok(r.loAttainment >= 0.9 && r.hiAttainment < 0.9);
+    assert.equal(r.lo, Math.max(...r.tried.filter((x) => x <= 173.2)));
+    assert.deepEqual(r.tried.slice(0, 4), [100, 125, 156.25, 195.3125]);
+    assert.ok(r.tried.length <= 7, `${r.tried.length} probes: ${r.tried.join(', ')}`);
+    // The crossing read between the bracket's ends lands within a tenth of a percent.
+    assert.ok(Math.abs(crossing(r.lo, r.loAttainment, r.hi, r.hiAttainment, 0.9) - 173.2) < 0.2);
+  }
 });
 
-test('bisection brackets downwards when the start fails', async () => {
-  const r = await bisectCapacity(async (x) => x <= 41, opts);
-  assert.ok(r.lo! <= 41 && r.hi! > 41 && r.hi! <= r.lo! * 1.03 + 1e-9, `${r.lo}..${r.hi}`);
-  assert.deepEqual(r.tried.slice(0, 2), [100, 80]);
+test('a failing start steps down by what its attainment suggests, at most fourfold', async () => {
+  const r = await bisectCapacity(curved(41), opts);
+  assert.ok(r.lo! <= 41 && r.hi! > 41 && r.hi! <= r.lo! * 1.01 + 1e-9, `${r.lo}..${r.hi}`);
+  assert.deepEqual(r.tried.slice(0, 2), [100, 25], 'attainment 0.15 at 100: a quarter of it next');
+  assert.ok(r.tried.length <= 8, `${r.tried.length} probes: ${r.tried.join(', ')}`);
+  const near = await bisectCapacity(linear(95), opts);
+  assert.deepEqual(near.tried.slice(0, 2), [100, 80], 'just failing: one step down');
 });
 
 test('bisection reports an open bracket when nothing passes or everything passes', async () => {
-  const none = await bisectCapacity(async () => false, { ...opts, maxBracketSteps: 3 });
+  const none = await bisectCapacity(async () => 0, { ...opts, maxBracketSteps: 3 });
   assert.equal(none.lo, null);
   assert.equal(none.tried.length, 4);
-  const all = await bisectCapacity(async () => true, { ...opts, maxBracketSteps: 3 });
+  const all = await bisectCapacity(async () => 1, { ...opts, maxBracketSteps: 3 });
   assert.equal(all.hi, null);
   assert.ok(Math.abs(all.lo! - 100 * 1.25 ** 3) < 1e-9);
+});
+
+test('crossing: linear in attainment between a pass and a fail; paired ratios per seed with a t-interval', () => {
+  assert.equal(crossing(10, 0.95, 11, 0.85, 0.9), 10.5);
+  assert.equal(crossing(10, 0.9, 11, 0.5, 0.9), 10);
+  const r = pairedRatio([12, 14, 13], [10, 10, 13]);
+  assert.deepEqual(r.perSeed, [1.2, 1.4, 1]);
+  const m = meanInterval([1.2, 1.4, 1]);
+  assert.ok(Math.abs(r.mean! - m.mean) < 1e-12);
+  assert.deepEqual(r.ci95, m.ci95);
+  const zero = pairedRatio([5, 6], [0, 3]);
+  assert.deepEqual(zero.perSeed, [null, 2]);
+  assert.equal(zero.mean, null);
 });
 
 test('Student t: 3 seeds give 4.303 (2 dof); the interval is mean ± t·s/√n', () => {
