@@ -22,7 +22,7 @@ export function overloaded(reason: ShedReason, retryAfterSeconds: number, allowa
     : reason === 'queue_missing'
     ? `Requests queued for ${poolId} lately waited out their allowance; estimated ${retryAfterSeconds} s until those queued ahead of this one have left.`
     : reason === 'deadline_passed'
-      ? `No room for this request on ${poolId} within its ${allowanceMs} ms queue allowance; estimated ${retryAfterSeconds} s until there is.`
-      : `No room for this request on ${poolId}: the estimated wait (${retryAfterSeconds} s) exceeds its ${allowanceMs} ms queue allowance.`;
+      ? `No room for this request on ${poolId} within its ${Math.round(allowanceMs)} ms queue allowance; estimated ${retryAfterSeconds} s until there is.`
+      : `No room for this request on ${poolId}: the estimated wait (${retryAfterSeconds} s) exceeds its ${Math.round(allowanceMs)} ms queue allowance.`;
   return { code: 'server_overloaded', retryAfterSeconds, message };
 }
