@@ -10,7 +10,7 @@ import { DEFAULT_MODEL, PROFILE_NAMES, type MockOptions } from './options.ts';
 const USAGE = `usage: npm run mock -- [--port N] [--host H] [--model NAME] [--profile ${PROFILE_NAMES.join('|')}]
   [--num-gpu-blocks N] [--block-size 16] [--max-num-seqs N] [--max-num-batched-tokens N] [--max-loras N]
   [--lora NAME]... [--time-scale (0,1]] [--seed N] [--max-model-len N] [--legacy-metrics]
-  [--kv-events tcp://HOST:PORT] [--tokenizer DIR]`;
+  [--kv-events tcp://HOST:PORT] [--tokenizer DIR] [--tokenizer-impl gateway|reference]`;
 
 function fail(message: string): never {
   console.error(`mock: ${message}\n${USAGE}`);
@@ -48,6 +48,7 @@ export function parseMockArgs(argv: string[]): MockOptions {
         'legacy-metrics': { type: 'boolean' },
         'kv-events': { type: 'string' },
         tokenizer: { type: 'string' },
+        'tokenizer-impl': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -87,6 +88,11 @@ export function parseMockArgs(argv: string[]): MockOptions {
     opts.kvEvents = v['kv-events'];
   }
   if (v.tokenizer !== undefined) opts.tokenizer = resolve(v.tokenizer);
+  const impl = v['tokenizer-impl'];
+  if (impl !== undefined) {
+    if (impl !== 'gateway' && impl !== 'reference') fail(`--tokenizer-impl must be gateway or reference, got ${impl}`);
+    opts.tokenizerImpl = impl;
+  }
   // exactOptionalPropertyTypes is off, but keep undefined keys out so engine defaults apply cleanly.
   for (const k of Object.keys(opts) as Array<keyof MockOptions>) if (opts[k] === undefined) delete opts[k];
   return opts;

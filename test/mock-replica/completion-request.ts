@@ -5,7 +5,7 @@
 // Fidelity: the fields the mock acts on are validated with vLLM's messages; other OpenAI fields are accepted
 // and ignored (vLLM would apply them to sampling). `n` > 1 and several prompts in one completions request
 // are rejected with a 400 (vLLM supports them; the mock does not).
-import type { ChatMessage } from '../../src/tokenize/types.ts';
+import type { ChatMessage, ChatOptions } from '../../src/tokenize/types.ts';
 import { badRequest, validationError, type VllmError } from './vllm-errors.ts';
 
 export type CompletionKind = 'chat' | 'completion';
@@ -26,6 +26,8 @@ export interface CompletionRequest {
   /** Chat only: the request's `tools` (rendered into the Llama 3.1 prompt), null when absent. */
   tools: unknown[] | null;
   addGenerationPrompt: boolean;
+  /** Chat only: the template options as vLLM takes them (add_generation_prompt, continue_final_message, chat_template_kwargs). */
+  chat?: ChatOptions;
   /** Completions only: the prompt text, or its token ids. */
   prompt: string | number[];
 }
@@ -168,6 +170,11 @@ export function parseCompletionRequest(kind: CompletionKind, raw: string): Compl
     messages,
     tools,
     addGenerationPrompt,
+    chat: {
+      addGenerationPrompt,
+      continueFinalMessage: body.continue_final_message === true,
+      templateKwargs: typeof body.chat_template_kwargs === 'object' && body.chat_template_kwargs !== null && !Array.isArray(body.chat_template_kwargs) ? body.chat_template_kwargs as Record<string, unknown> : null,
+    },
     prompt,
   };
 }

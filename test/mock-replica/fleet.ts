@@ -1,4 +1,4 @@
-// `npm run fleet -- --config FILE [--time-scale X] [--legacy-metrics]`: one mock replica process per replica
+// `npm run fleet -- --config FILE [--time-scale X] [--legacy-metrics] [--tokenizer-impl gateway|reference]`: one mock replica process per replica
 // a gateway config names, each on the port of its URL, so one can be killed alone. startFleet() is the same
 // thing as a function, for scripts/demo.ts. The time scale comes from --time-scale, else MOCK_TIME_SCALE (as
 // for `npm run demo`), else 1. Thread: main (fleet process). Setup only.
@@ -102,10 +102,11 @@ export async function startFleet(cfg: GatewayConfig, opts: FleetOptions = {}): P
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
-    options: { config: { type: 'string' }, 'time-scale': { type: 'string' }, 'legacy-metrics': { type: 'boolean' } },
+    options: { config: { type: 'string' }, 'time-scale': { type: 'string' }, 'legacy-metrics': { type: 'boolean' }, 'tokenizer-impl': { type: 'string' } },
   });
-  if (!values.config) {
-    console.error('usage: npm run fleet -- --config FILE [--time-scale (0,1]] [--legacy-metrics]');
+  const impl = values['tokenizer-impl'];
+  if (!values.config || (impl !== undefined && impl !== 'gateway' && impl !== 'reference')) {
+    console.error('usage: npm run fleet -- --config FILE [--time-scale (0,1]] [--legacy-metrics] [--tokenizer-impl gateway|reference]');
     process.exit(2);
   }
   let cfg: GatewayConfig;
@@ -119,6 +120,9 @@ async function main(): Promise<void> {
   }
   const opts: FleetOptions = { legacyMetrics: values['legacy-metrics'] ?? false };
   if (timeScale !== undefined) opts.timeScale = timeScale;
+  // Every replica counts with the reference tokenizer (test/mock-replica/prompt-tokens.ts): the gateway's
+  // predictions are then checked against code it does not share.
+  if (impl !== undefined) opts.extraArgs = ['--tokenizer-impl', impl];
   const fleet = await startFleet(cfg, opts).catch((err: unknown) => {
     console.error((err as Error).message);
     process.exit(1);

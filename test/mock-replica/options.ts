@@ -22,6 +22,12 @@ export interface MockOptions extends EngineOptions {
    * vLLM would for that model (default: Llama 3.1's tokenizer and template).
    */
   tokenizer?: string;
+  /**
+   * Whose code counts the prompt's tokens: 'gateway' (default: the gateway's own tokenizers, so the counts agree
+   * by construction) or 'reference' (@lenml/tokenizers, code the gateway does not share: a tokenization
+   * divergence then shows up as a gap between the gateway's predicted and the replica's reported cached tokens).
+   */
+  tokenizerImpl?: 'gateway' | 'reference';
   /** Expose vllm:lora_requests_info even with no adapter (true when maxLoras or loras are given). */
   enableLora?: boolean;
   /** Publish vLLM's KV events: PUB bound at this tcp://HOST:PORT, replay ROUTER at the next port. */

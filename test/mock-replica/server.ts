@@ -77,7 +77,7 @@ function parseJsonObject(raw: string): Record<string, unknown> | null {
 }
 
 export async function startMockReplica(opts: MockOptions): Promise<MockReplica> {
-  await initPromptTokens(opts.tokenizer);
+  await initPromptTokens(opts.tokenizer, opts.tokenizerImpl ?? 'gateway');
   const modelName = opts.model ?? DEFAULT_MODEL;
   const engine = new MockEngine(opts, new RealClock());
   const { blockSize, numGpuBlocks } = engine.config;
