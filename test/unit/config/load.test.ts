@@ -51,3 +51,12 @@ test('cors: no origin by default; "*" or scheme://host[:port] entries; a path or
   }
   assert.throws(() => parseConfig({ ...minimal(), cors: { allowed_origin: ['*'] } }), /cors.*allowed_origin/);
 });
+
+test('pools[].lora_ids maps vLLM LoRA int ids to the pool\'s adapter names, and nothing else', () => {
+  const pool = (lora_ids: unknown) => ({ pools: [{ ...minimal().pools[0]!, adapters: ['sql-adapter'], lora_ids }] });
+  assert.deepEqual(parseConfig(minimal()).pools[0]!.lora_ids, {});
+  assert.deepEqual(parseConfig(pool({ 1: 'sql-adapter' })).pools[0]!.lora_ids, { 1: 'sql-adapter' });
+  assert.throws(() => parseConfig(pool({ 2: 'chat-adapter' })), /config: pools\[0\]\.lora_ids\.2: "chat-adapter" is not in adapters$/);
+  assert.throws(() => parseConfig(pool({ 0: 'sql-adapter' })), /config: pools\[0\]\.lora_ids\.0: /, 'ids count from 1');
+  assert.throws(() => parseConfig(pool({ x: 'sql-adapter' })), /config: pools\[0\]\.lora_ids\.x: /);
+});
