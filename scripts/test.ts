@@ -37,6 +37,7 @@ export const SERIAL = new Set([
   'test/integration/gateway/backpressure-large-reads.test.ts',
   'test/integration/gateway/uws-sink-drain.test.ts',
   'test/integration/gateway/uws-sink-overflow.test.ts',
+  'test/integration/gateway/uws-sink-hysteresis.test.ts',
   'test/integration/sim/fidelity.test.ts',
   'test/integration/threads/sharded.test.ts',
   'test/integration/threads/sigterm-drain.test.ts',
