@@ -227,6 +227,11 @@ class ReplicaPool implements H1ConnectionOwner {
   /** Timeouts and keep-alive expiry, called by the client's sweeper. */
   sweep(now: number): void {
     for (const c of this.all) {
+      // Reads since the last pass count as now (h1-connection.ts, lastActivity).
+      if (c.readSinceSweep) {
+        c.readSinceSweep = false;
+        c.lastActivity = now;
+      }
       const ex = c.exchange;
       if (ex === null) {
         if (c.idleSince > 0 && now - c.idleSince > KEEP_ALIVE_MS) c.destroy();

@@ -1,5 +1,6 @@
 // Regression tests of the upstream client: forget() with queued attempts, bytes
-// after a complete response (never the next attempt's answer), a consumer's pause is not a body timeout, the
+// after a complete response (never the next attempt's answer), a consumer's pause is not a body timeout, nor a
+// body that keeps arriving, the
 // headers timeout counts from the write, and a connect that hangs is a connect failure (src/upstream/README.md).
 // A timeout that must fire is asserted not to fire early; above, only a 10 s hang deadline (HANG_MS).
 import { test, after } from 'node:test';
@@ -103,6 +104,29 @@ test('a consumer pause longer than bodyTimeoutMs is not a body_timeout: the body
   // (client-h1.js onParserTimeout: `if (!paused)`; resume(): timeout.refresh()). Here the sweeper
   // blames the replica for the gateway's own backpressure.
   assert.deepEqual([res.error, res.body], [null, 'firstrest'], `got ${res.error} after ${res.body.length} bytes`);
+});
+
+test('a body that keeps arriving is never a body_timeout, however long it runs past bodyTimeoutMs', async () => {
+  // A read only flags the connection; the 100 ms sweeper stamps the time (h1-connection.ts, lastActivity). A
+  // stream whose chunks come every 40 ms for 1.2 s, with bodyTimeoutMs 300, must complete: each sweep sees the
+  // reads since the last one.
+  const srv = await scripted((_r, sock) => {
+    sock.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n');
+    let n = 0;
+    const t = setInterval(() => {
+      if (++n <= 30) {
+        sock.write('1\r\nx\r\n');
+        return;
+      }
+      clearInterval(t);
+      sock.write('0\r\n\r\n');
+    }, 40);
+  });
+  const c = client();
+  const r = recorder();
+  c.dispatch(srv.url, req('{}', { bodyTimeoutMs: 300 }), r.handler);
+  const res = await r.done;
+  assert.deepEqual([res.error, res.body], [null, 'x'.repeat(30)], `got ${res.error} after ${res.body.length} bytes`);
 });
 
 test('headersTimeoutMs counts from the write: a head trickled one byte per read still times out', async () => {
