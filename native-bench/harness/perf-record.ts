@@ -4,7 +4,7 @@
 // run with `node --perf-basic-prof-only-functions` (PERF_NODE_ARGS) so JIT frames get names (/tmp/perf-PID.map).
 // Read with `perf report -i FILE --tid PID` (the main thread's tid is the pid) or `perf script -i FILE`.
 // Thread: bench main thread. Not on a hot path; perf's sampling interrupts cost the target a few % of CPU.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Node flags that make a process's JIT-compiled functions visible to perf. */
@@ -32,4 +32,27 @@ export async function startPerfRecord(pid: number, file: string, hz = 4000): Pro
       await exited;
     },
   };
+}
+
+export interface PerfFrame {
+  /** Share of the thread's samples whose innermost frame is this symbol (self time). */
+  pct: number;
+  symbol: string;
+}
+
+/**
+ * The symbols with the most self samples on thread `tid` of a recording (`perf report --no-children --sort
+ * sym --percentage relative`: shares of that thread's samples): kernel frames show as `[k] name`, JIT frames by
+ * their V8 names (`JS:*name file:line`, `Builtins_…`).
+ */
+export function perfTopFrames(file: string, tid: number, limit = 20): PerfFrame[] {
+  const out = execFileSync('perf', ['report', '-i', file, '--tid', String(tid), '--no-children', '--sort', 'sym', '--stdio', '-g', 'none', '--percentage', 'relative', '--percent-limit', '0.3'],
+    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'ignore'] });
+  const frames: PerfFrame[] = [];
+  for (const line of out.split('\n')) {
+    const m = /^\s+([\d.]+)%\s+(\[[k.]\]\s+.*)$/.exec(line);
+    if (m) frames.push({ pct: Number(m[1]), symbol: m[2]!.trim().replace(/\s+/g, ' ') });
+    if (frames.length >= limit) break;
+  }
+  return frames;
 }

@@ -25,6 +25,8 @@ import { startGatewayProcess } from './gateway-process.ts';
 import { startFloorRelay } from './floor-process.ts';
 import { startNginx } from '../nginx/nginx-proxy.ts';
 import { assertPerf, countDuring } from './perf-stat.ts';
+import { PERF_NODE_ARGS, perfTopFrames, startPerfRecord, type PerfFrame } from './perf-record.ts';
+import { join } from 'node:path';
 import { fmt } from './rounds.ts';
 
 const MODEL = 'bench-model';
@@ -107,6 +109,8 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
       'gateway-config': { type: 'string', default: '{}' },
       'gateway-node-args': { type: 'string', default: '' },
       'keep-logs': { type: 'boolean', default: false },
+      /** After the rounds, one more gateway run under `perf record` (CPU-time samples, JIT frames named): its top frames per mode. */
+      perf: { type: 'boolean', default: false },
     },
   });
   assertPerf();
@@ -121,6 +125,7 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
   const notes: string[] = [];
   const calibrations: string[] = [];
   const idleNotes: string[] = [];
+  const profiles: Record<string, PerfFrame[]> = {};
   const stops: Array<() => Promise<void>> = [];
   try {
     for (const mode of values.modes.split(',')) {
@@ -137,7 +142,7 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
         const gw = await startGatewayProcess({
           repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: values.policy,
           configOverrides: JSON.parse(values['gateway-config']) as Record<string, unknown>,
-          nodeArgs: values['gateway-node-args'].split(' ').filter((a) => a.length > 0),
+          nodeArgs: [...values['gateway-node-args'].split(' ').filter((a) => a.length > 0), ...(values.perf ? PERF_NODE_ARGS : [])],
         });
         phaseStops.push(gw.stop);
         targets.push({ name: 'gateway', url: gw.url, pid: gw.proc.pid, loopPid: gw.proc.pid, syscallPids: [gw.proc.pid] });
@@ -186,6 +191,13 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
             + `${fmt(r.load.cpuMicrosPerRequest.proxy ?? NaN, 0)} µs/req, ${fmt(r.reads, 1)} reads and ${fmt(r.sends, 1)} sends per req, errors ${r.load.errors}`);
         }
       }
+      if (values.perf && gateway.name === 'gateway') {
+        const file = join(logDir, `perf-${mode}.data`);
+        const rec = await startPerfRecord(gateway.pid, file);
+        await runLoad(spec(gateway, c, seconds * 1000, 0));
+        await rec.stop();
+        profiles[mode] = perfTopFrames(file, gateway.pid, 25);
+      }
       const stop = stops.pop()!;
       await stop();
     }
@@ -229,6 +241,9 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
   notes.push('µs/event = proxy CPU per stream / SSE events per stream; marginal = (CPU per stream − CPU per JSON request) / events, both less idle: what a token event costs beyond the request');
   notes.push('reads and sends per request: read, readv, recvfrom, recvmsg and write, writev, sendto, sendmsg of the proxy (nginx: its worker), from perf stat; they include the client request\'s read and the upstream request\'s write');
   notes.push(`nginx: 1 worker, least_conn, keepalive to the upstreams, proxy_buffering off; gateway routing ${values.policy}`);
+  for (const [mode, frames] of Object.entries(profiles)) {
+    notes.push(`gateway main thread, ${mode}, perf self time (CPU-time samples): ${frames.map((f) => `${f.symbol} ${fmt(f.pct, 1)}%`).join('; ')}`);
+  }
   notes.push(`load average (1, 5, 15 min) before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after ${loadAfter.map((x) => x.toFixed(2)).join(' ')}`);
   return {
     title: `Relay at saturation: proxy cost per request and per token event, loop held near ${fmt(100 * busyGoal, 0)} % busy`,
@@ -236,6 +251,6 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
       'µs/event', 'marginal µs/event', 'reads/req', 'sends/req', 'sends per read', 'TTFB p50 ms', 'TTFB p99 ms', 'errors'],
     rows,
     notes,
-    extra: { runs: runs.map((r) => ({ ...r, load: { ...r.load } })), calibrations, loadBefore, loadAfter },
+    extra: { runs: runs.map((r) => ({ ...r, load: { ...r.load } })), calibrations, loadBefore, loadAfter, profiles },
   };
 }
