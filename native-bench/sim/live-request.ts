@@ -58,8 +58,13 @@ export class LiveRequest implements EngineRequestEvents {
     this.req = req;
     this.gw = gw;
     this.measured = measured;
+    // The reply's length as this gateway's finished streams predict it; max_tokens only bounds it. A client
+    // that sent none has the context's room as its cap.
+    const capSent = req.promptTokens + req.maxTokens < gw.pool.maxModelLen;
+    const tenant = req.origin === undefined ? null : tenantName(req.origin.tenant);
+    const reply = gw.replies.forecast(poolId, 'chat', tenant, req.promptTokens, req.maxTokens, capSent);
     this.route = {
-      poolId, adapter: req.adapter, promptTokens: req.promptTokens, maxTokens: req.maxTokens,
+      poolId, adapter: req.adapter, promptTokens: req.promptTokens, maxTokens: req.maxTokens, reply,
       blockHashes: req.blockHashes, excluded: this.excluded,
     };
     // The workloads carry no SLA tier: every tenant is standard (the schema's default tier).
@@ -116,6 +121,8 @@ export class LiveRequest implements EngineRequestEvents {
       }
       return;
     }
+    // A reply that finished teaches this gateway its length (a stream cut short above teaches nothing).
+    gw.replies.finished(this.route.reply!, this.tokens);
     // The engine cached the reply's blocks under the conversation's chain (the spec's outputBlockHashes),
     // as vLLM caches a finished sequence; the gateway hashes the reply it relayed, every finished turn,
     // and reports the full blocks its tokens filled.
@@ -124,4 +131,10 @@ export class LiveRequest implements EngineRequestEvents {
     sink.settle(this, true);
     gw.admission.released(this.route.poolId, this.reserved);
   }
+}
+
+/** Seed-mix tenants' names (one string per tenant index, made once). */
+const TENANT_NAMES: string[] = [];
+function tenantName(i: number): string {
+  return TENANT_NAMES[i] ??= `tenant-${i}`;
 }

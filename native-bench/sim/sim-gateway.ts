@@ -17,6 +17,7 @@ import { ReplicaTableWriter, type ReplicaRow } from '../../src/registry/replica-
 import { ROW_FLAG, ROW_STATE } from '../../src/registry/replica-table-layout.ts';
 import { kvEventSinkOf, type KvEventSink } from '../../src/router/anchors/kv-event-sink.ts';
 import { GpuTimeModel } from '../../src/gpu-time/gpu-time-model.ts';
+import { ReplyLengths } from '../../src/gpu-time/reply-length/reply-lengths.ts';
 import { KvEstimator } from '../../src/router/kv-estimate.ts';
 import { Router } from '../../src/router/route.ts';
 import type { FleetView } from '../../src/router/types.ts';
@@ -62,6 +63,8 @@ export class SimGateway implements FleetView {
   readonly kv: KvEstimator;
   /** The GPU-time model admission and kv-aware share, fed by the router's feedback. */
   readonly gpu: GpuTimeModel;
+  /** Reply lengths this gateway has seen finish (src/gpu-time/reply-length/): each request's forecast. */
+  readonly replies: ReplyLengths;
   readonly pool: SimPool;
   /** Where the engines' KV events go when this gateway's policy reads them (its own index); else null. */
   readonly kvEvents: KvEventSink | null;
@@ -98,6 +101,7 @@ export class SimGateway implements FleetView {
     });
     const events = options.kvEvents ?? null;
     this.gpu = new GpuTimeModel(cfg.pools, this, cfg.admission.stale_ms);
+    this.replies = new ReplyLengths(cfg.pools);
     this.router = events !== null ? events.router(cfg, this, this.gpu) : new Router(buildPolicy(cfg, this, this.gpu), this, null, null, this.gpu);
     this.kvEvents = kvEventSinkOf(this.router.policy);
     this.kv = new KvEstimator(this, n, cfg.admission.stale_ms);

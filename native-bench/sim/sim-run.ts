@@ -10,6 +10,7 @@ import type { AdmissionOutcome } from '../../src/admission/types.ts';
 import { ReplicaRow } from '../../src/registry/replica-table.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
 import type { Decision } from '../../src/router/types.ts';
+import { kvReplyTokens } from '../../src/gpu-time/reply-length/reply-forecast.ts';
 import { loadFleet, withKvScale, withPrefixIndex, type SimFleet, type SimPool } from './fleet.ts';
 import { KvEventFeed } from './kv-event-feed.ts';
 import { LiveRequest, type RequestSink } from './live-request.ts';
@@ -337,8 +338,9 @@ export class FleetSim implements RequestSink {
     const uncached = Math.max(0, req.promptTokens - d.cachedBlocks * bs);
     lr.decision = d;
     lr.slot = slot;
-    lr.reserved = req.promptTokens + req.maxTokens;
-    lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached);
+    // Admission reserved the prompt and the reply's KV figure (its forecast), as the pipeline does.
+    lr.reserved = req.promptTokens + kvReplyTokens(lr.route);
+    lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached, lr.route.reply ?? null);
     lr.dispatchMs = this.clock.now();
     gw.router.dispatched(lr.route, d);
     const engine = this.engines[slot];

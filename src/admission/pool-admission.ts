@@ -1,6 +1,6 @@
 // Admission control for one pool: admit, queue or shed each request, and dispatch queued ones the moment
 // room appears. The rules (src/admission/README.md has them with examples):
-//   need  = prompt + max_tokens × n − the chosen replica's predicted cached prompt blocks × block size
+//   need  = prompt + the reply's KV figure × n (request-figures.ts) − the chosen replica's predicted cached prompt blocks × block size
 //   room  = the pool's free KV beyond the headroom (pool-budget.ts) − the needs queued ahead of this request
 //   admit when the router's choice fits (decision.fits; fewer than connections_per_replica of this
 //         gateway's requests in flight there; and, its row fresh, room for `need` beyond its own headroom:
@@ -95,10 +95,9 @@ export class PoolAdmission {
     const cfg = deps.cfg;
     const now = deps.clock.now();
     const r = req.route;
-    const outputTokens = r.maxTokens * req.n;
     // Routing (kv-aware's fit) and the GPU-time judgement hold the request to its tier's TTFT.
     r.ttftBudgetMs = cfg.ttft_ms_by_tier[req.tier];
-    const t = new AdmissionTicket(req, done, now, allowanceOf(deps.gpu, req, cfg), ticketSeq = (ticketSeq + 1) | 0, r.promptTokens + outputTokens);
+    const t = new AdmissionTicket(req, done, now, allowanceOf(deps.gpu, req, cfg), ticketSeq = (ticketSeq + 1) | 0, needOf(req, 0));
     const b = this.readBudget();
     // NaN (no member reports its size) compares false: the check is skipped rather than guessed.
     if (r.promptTokens + outputTokens > b.wholeMaxTokens) {

@@ -20,6 +20,7 @@ import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_
 import { KvEstimator, KvState } from '../router/kv-estimate.ts';
 import type { Decision, FleetView, RouteRequest } from '../router/types.ts';
 import { DecodeFit } from './decode-fit.ts';
+import { kvReplyTokens } from './reply-length/reply-forecast.ts';
 import { GpuPrediction, waitUntilFits } from './gpu-prediction.ts';
 import { PoolFigures } from './pool-figures.ts';
 import { PrefillRates } from './prefill-rate.ts';
@@ -188,7 +189,8 @@ export class GpuTimeModel {
     out.inflight = inflight;
     out.usedBlocks = used;
     out.totalBlocks = st.totalBlocks;
-    const newBlocks = Math.ceil((req.promptTokens + req.maxTokens) / bs) - cachedBlocks;
+    // KV it will hold at its peak: the prompt and its reply's KV figure (reply-length/: a high quantile, not max_tokens).
+    const newBlocks = Math.ceil((req.promptTokens + kvReplyTokens(req)) / bs) - cachedBlocks;
     out.kvAfter = !fresh || Number.isNaN(st.totalBlocks) ? Number.NaN : (used + newBlocks) / st.totalBlocks;
     out.workAhead = work;
     out.ownWork = own;
@@ -247,7 +249,10 @@ export class GpuTimeModel {
     this.backlog[slot]! += own;
     this.dispatchedWork[slot]! += own;
     d.gpuWorkMark = this.dispatchedWork[slot]!;
-    d.gpuStream = this.streams.add(slot, req.maxTokens, d.gpuWorkMark);
+    const reply = req.reply ?? null;
+    // Where this dispatch was judged on the model (admission's, or kv-aware's pick), its reply was predicted too.
+    if (reply !== null && !Number.isNaN(d.gpuTtftMs)) d.predictedReplyTokens = reply.medianTokens;
+    d.gpuStream = this.streams.add(slot, reply === null ? req.maxTokens : reply.slackTokens, d.gpuWorkMark, reply);
     this.arriving.dispatched(slot, now, own, uncached);
     this.ownPrefill[slot]! += uncached;
     this.ownPrefillWork[slot]! += own;

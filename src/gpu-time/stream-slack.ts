@@ -9,13 +9,20 @@
 // A request with `own` work, queued behind `ahead`, harms a stream when the stall of `ahead` alone still fits
 // its slack and that of `ahead + own` does not: the request turns that stream from a hit into a miss.
 // A stream still prefilling has absorbed nothing, has all N − 1 gaps to come, and sees only the work sent
-// after it (FCFS). Live, max_tokens is an upper bound on N: a stream that stops early had less slack than
-// counted, so the count is a lower bound there (in the simulator max_tokens is the trace's output length).
+// after it (FCFS). N is the reply's length as forecast (reply-length/: SLACK_QUANTILE of its cell, at most
+// max_tokens); a stream still streaming past it is no stream about to end but one whose length is now known
+// to exceed it: its N becomes the forecast given the tokens it has produced (then kept), instead of dropping
+// out of the count. Without a forecast max_tokens is N.
 // Cost: O(streams on the replica) per prediction, no allocation; a record per in-flight request.
 // Records are pooled and reused. What add() hands out is a handle, the record's index and its generation: a
 // record freed (the request ended, or its replica restarted: reset) takes a new generation, so a request that
 // still holds the old handle can neither unlink nor stamp the stream that reuses the record.
 // Thread: the acceptor (one per GpuTimeModel).
+
+/** A stream's reply forecast as harm() revises it (reply-length/reply-forecast.ts). */
+export interface SlackReply {
+  slackAfter(produced: number): number;
+}
 
 /** Records in the pool grow by doubling from this. */
 const INITIAL_RECORDS = 256;
@@ -64,6 +71,8 @@ export class StreamSlack {
   private firstDone = new Float64Array(INITIAL_RECORDS);
   /** Each record's generation: bumped whenever it is freed, so older handles to it go stale. */
   private gen = new Int32Array(INITIAL_RECORDS);
+  /** Each record's reply forecast (null: N is max_tokens, never revised). */
+  private readonly replies: Array<SlackReply | null> = [];
   private free = -1;
   private used = 0;
 
@@ -72,10 +81,11 @@ export class StreamSlack {
   }
 
   /**
-   * A request of `maxTokens` output tokens was sent to `slot`; `workMark`: the slot's dispatched work just
-   * after it. Returns its handle (≥ 0), valid until the request is removed or its slot reset.
+   * A request of `tokens` output tokens (its forecast's N, or max_tokens) was sent to `slot`; `workMark`: the
+   * slot's dispatched work just after it; `reply`: its forecast, to revise N once the stream runs past it.
+   * Returns its handle (≥ 0), valid until the request is removed or its slot reset.
    */
-  add(slot: number, maxTokens: number, workMark: number): number {
+  add(slot: number, tokens: number, workMark: number, reply: SlackReply | null = null): number {
     let id = this.free;
     if (id >= 0) this.free = this.next[id]!;
     else {
@@ -83,7 +93,8 @@ export class StreamSlack {
       id = this.used++;
     }
     this.slotOf[id] = slot;
-    this.gaps[id] = maxTokens - 1;
+    this.gaps[id] = tokens - 1;
+    this.replies[id] = reply;
     this.workMark[id] = workMark;
     this.firstAt[id] = Number.NaN;
     this.firstDone[id] = 0;
@@ -131,6 +142,7 @@ export class StreamSlack {
     else this.head[this.slotOf[id]!] = n;
     if (n >= 0) this.prev[n] = p;
     this.slotOf[id] = -1;
+    this.replies[id] = null;
     this.gen[id] = (this.gen[id]! + 1) % GENERATIONS;
     this.next[id] = this.free;
     this.free = id;
@@ -155,8 +167,8 @@ export class StreamSlack {
   /**
    * After harm(): when the last of the slot's streams would end with no new work sent there, ms from now (0
    * with none): when the replica goes idle as far as this gateway's own requests go, which admission's
-   * Retry-After may promise (an idle replica is never refused). max_tokens bounds each stream, so it is late
-   * rather than early where streams stop sooner.
+   * Retry-After may promise (an idle replica is never refused). Each stream counts at its forecast N (its
+   * max_tokens without one), so with forecasts it is an estimate: early where streams run past theirs.
    */
   idleMs = 0;
 
@@ -169,10 +181,11 @@ export class StreamSlack {
     let clear = 0;
     let idle = 0;
     for (let id = this.head[slot]!; id >= 0; id = this.next[id]!) {
-      const gaps = this.gaps[id]!;
+      let gaps = this.gaps[id]!;
       const first = this.firstAt[id]!;
-      if (gaps < 1) {
-        // One token: it ends at its first, once the work up to and including its own is prefilled.
+      // One token (and no forecast to revise it once it streams on): it ends at its first, once the work up to
+      // and including its own is prefilled.
+      if (gaps < 1 && (Number.isNaN(first) || this.replies[id] == null)) {
         if (Number.isNaN(first)) {
           const after = q.dispatched - this.workMark[id]!;
           const doneAt = (q.backlog - (after > 0 ? after : 0)) / q.rate;
@@ -194,8 +207,18 @@ export class StreamSlack {
       } else {
         doneMs = (q.done - this.firstDone[id]!) / q.rate;
         if (doneMs < 0) doneMs = 0;
-        left = gaps - (q.nowMs - first - doneMs) / q.stepMs;
-        if (left <= 0) continue;
+        const ran = (q.nowMs - first - doneMs) / q.stepMs;
+        left = gaps - ran;
+        if (left <= 0) {
+          // Still streaming past its forecast: its N given the ~ran + 1 tokens produced (once per crossing).
+          const reply = this.replies[id];
+          if (reply == null) continue;
+          const n = reply.slackAfter(ran + 1);
+          if (!(n - 1 > gaps)) continue;
+          gaps = this.gaps[id] = n - 1;
+          left = gaps - ran;
+          if (left <= 0) continue;
+        }
       }
       const slack = gaps * (q.targetMs - q.stepMs) - doneMs;
       const cap = left * chunkMs;

@@ -21,6 +21,9 @@ export interface MetricSources {
   gpuPrefillRate?: () => Iterable<[replicaId: string, tokensPerSecond: number]>;
   gpuDecodeBase?: () => Iterable<[replicaId: string, seconds: number]>;
   gpuDecodePerSeq?: () => Iterable<[replicaId: string, seconds: number]>;
+  /** The reply-length model's median forecast against finished replies, per pool: |error| / length over its last 256, median and p90. */
+  replyLengthErrorP50?: () => Iterable<[pool: string, ratio: number]>;
+  replyLengthErrorP90?: () => Iterable<[pool: string, ratio: number]>;
   /** The router's prefix index: occupied entries, and live entries replaced so far (a running total). */
   prefixIndexEntries?: () => number;
   prefixIndexEvictions?: () => number;
@@ -84,6 +87,13 @@ export function defineScrapeGauges(ctx: ScrapeGaugeContext): void {
     'replica', ctx.replicas, () => ctx.sources().gpuDecodeBase, Math.max, 'average');
   labelled('gateway_gpu_decode_step_per_seq_seconds', "Each replica's decode step cost per sequence in the batch, as the GPU-time model has learned it.",
     'replica', ctx.replicas, () => ctx.sources().gpuDecodePerSeq, Math.max, 'average');
+
+  labelled('gateway_reply_length_prediction_error_p50_ratio',
+    "Median over each pool's last 256 finished replies of |predicted - actual| / actual, the reply-length model's median forecast at dispatch.",
+    'pool', ctx.pools, () => ctx.sources().replyLengthErrorP50, Math.max, 'average');
+  labelled('gateway_reply_length_prediction_error_p90_ratio',
+    "90th percentile over each pool's last 256 finished replies of |predicted - actual| / actual, the reply-length model's median forecast at dispatch.",
+    'pool', ctx.pools, () => ctx.sources().replyLengthErrorP90, Math.max, 'average');
 
   const scalar = (name: string, help: string, pick: () => (() => number) | undefined): void => {
     const g: Gauge = new Gauge({

@@ -11,8 +11,10 @@ export interface AttemptPlan {
   readonly request: UpstreamRequest;
   /** The request as the router saw it; the feedback hooks get the same object. */
   readonly routeReq: RouteRequest;
-  /** Output tokens the KV reservation covers: max_tokens × n. */
+  /** max_tokens × n: the most the ledger ever counts for the reply (routeReq.reply, when given, is its forecast). */
   readonly reservedOutputTokens: number;
+  /** Sequences asked for (n; absent: 1): the forecast is per sequence. */
+  readonly sequences?: number;
   /** The pool's KV block size: the router's cached blocks become cached prompt tokens with it. */
   readonly blockSize: number;
   readonly firstTokenTimeoutMs: number;

@@ -33,6 +33,7 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
   readonly request: UpstreamRequest;
   readonly routeReq: RouteRequest;
   readonly reservedOutputTokens: number;
+  readonly sequences: number;
   readonly blockSize: number;
   readonly firstTokenTimeoutMs: number;
   readonly ledger: AttemptPlan['ledger'];
@@ -73,7 +74,12 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
       headersTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 1000 : up.request_timeout_ms,
       bodyTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 60000 : up.request_timeout_ms,
     };
-    this.routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens: prompt.promptTokens, maxTokens, blockHashes: prompt.blockHashes, excluded: this.excluded };
+    // The reply's length as the pool's finished streams predict it (max_tokens only bounds it).
+    const reply = svc.replyLengths?.forecast(pool.id, ctx.route, ctx.tenant?.name ?? null, prompt.promptTokens, maxTokens, parsed.maxTokens !== null);
+    this.routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens: prompt.promptTokens, maxTokens, reply, blockHashes: prompt.blockHashes, excluded: this.excluded };
+    ctx.replyForecast = reply ?? null;
+    ctx.sequences = parsed.n;
+    this.sequences = parsed.n;
     if (pinned >= 0) this.routeReq.pinned = pinned;
     this.reservedOutputTokens = maxTokens * parsed.n;
     this.blockSize = pool.block_size;

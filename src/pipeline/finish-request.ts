@@ -48,6 +48,12 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
       svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
     }
   }
+  // A reply that finished (not cut short by the client, an error or a lost replica) teaches its pool's
+  // reply-length model its length; its median forecast's error goes to the gauge.
+  const forecast = ctx.replyForecast;
+  if (forecast !== null && ctx.status === 200 && !ctx.cancelled && ctx.finishReason !== null && ctx.finishReason !== 'abort') {
+    svc.replyLengths?.finished(forecast, ctx.outputTokens / ctx.sequences);
+  }
   const durationMs = performance.now() - ctx.startedAt;
   if (tenant !== null && svc.usage.active) {
     svc.usage.record({

@@ -13,6 +13,7 @@ import { errorEvent, responsesErrorEvent } from '../errors/openai-error-body.ts'
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
 import type { QuotaDecision } from '../quota/types.ts';
 import type { AdmissionRequest } from '../admission/types.ts';
+import { kvReplyTokens } from '../gpu-time/reply-length/reply-forecast.ts';
 import type { AttemptOutcome } from '../upstream/retry-policy.ts';
 import { admit } from './admit.ts';
 import { afterAttempt, UpstreamJob, type TokenizedPrompt } from './dispatch.ts';
@@ -106,7 +107,8 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
     route: job.routeReq, n: parsed.n, tier: req.tenant.slaTier, blockSize: target.pool.block_size,
     promptParam: promptParam(parsed),
   };
-  const reservation = prompt.promptTokens + job.reservedOutputTokens;
+  // What admission reserved for it (its need with nothing cached: request-figures.ts), given back at each attempt's end.
+  const reservation = prompt.promptTokens + kvReplyTokens(job.routeReq) * parsed.n;
   for (;;) {
     // Admission routes the attempt when the pool has room (it may hold it in its queue first) and
     // dispatches it; its KV reservation goes back, and the queue is pumped, when the attempt ends.

@@ -3,6 +3,7 @@
 // Thread: main. Hot path: allocated once per request.
 import type { ClientSink } from '../relay/client-sink.ts';
 import type { UpstreamCall } from '../upstream/upstream-client.ts';
+import type { ReplyForecast } from '../gpu-time/reply-length/reply-forecast.ts';
 import type { Route } from './parse-body.ts';
 import type { TenantIdentity } from './services.ts';
 import type { RequestTrace } from '../tracing/request-trace.ts';
@@ -42,6 +43,10 @@ export class RequestContext {
   /** Cached prompt tokens the router predicted on the replica of the latest attempt. */
   predictedCachedTokens = 0;
   maxTokens = 0;
+  /** Sequences asked for (n): a finished reply's length per sequence is outputTokens / n. */
+  sequences = 1;
+  /** The reply-length forecast its route request carries; learns the reply's length when it finishes. */
+  replyForecast: ReplyForecast | null = null;
   reservedTokens = 0;
   quotaHeld = false;
   retries = 0;

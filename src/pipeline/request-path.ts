@@ -7,6 +7,7 @@ import type { GatewayConfig } from '../config/schema.ts';
 import { AdmissionController } from '../admission/admission-controller.ts';
 import { GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
 import { gpuFigureSources } from '../gpu-time/figure-sources.ts';
+import { ReplyLengths, replyErrorSources } from '../gpu-time/reply-length/reply-lengths.ts';
 import { KvEstimator } from '../router/kv-estimate.ts';
 import { WallClock } from '../util/clock.ts';
 import { Authenticator } from '../auth/authenticate.ts';
@@ -50,6 +51,8 @@ export class RequestPath {
   readonly stalls: StallWatch;
   /** The GPU-time model admission and kv-aware share; kept across reloads (what it learned stays true). */
   readonly gpu: GpuTimeModel;
+  /** Reply lengths learned from finished streams; kept across reloads like the GPU-time model. */
+  readonly replyLengths: ReplyLengths;
   private current: Services;
   private readonly parts: RequestPathParts;
   /** upstream.connections_per_replica is the client's, fixed at start. */
@@ -66,6 +69,8 @@ export class RequestPath {
     this.gpu = new GpuTimeModel(cfg.pools, reg, cfg.admission.stale_ms);
     this.gpu.metrics = parts.metrics;
     parts.metrics.setSources(gpuFigureSources(this.gpu, reg, () => this.current.cfg.pools));
+    this.replyLengths = new ReplyLengths(cfg.pools);
+    parts.metrics.setSources(replyErrorSources(this.replyLengths));
     const router = this.newRouter(cfg);
     this.admission = new AdmissionController({
       fleet: parts.registry, kv: new KvEstimator(parts.registry, parts.registry.ledger.slots, cfg.admission.stale_ms), gpu: this.gpu, router,
@@ -83,6 +88,7 @@ export class RequestPath {
   /** New services for `next`; requests in flight keep the ones they started with. */
   reload(next: GatewayConfig): Services {
     this.gpu.reconfigure(next.pools);
+    this.replyLengths.reconfigure(next.pools);
     this.current = this.build(next, this.newRouter(next));
     return this.current;
   }
@@ -99,8 +105,8 @@ export class RequestPath {
     this.admission.reconfigure({ cfg: c.admission, router, connectionsPerReplica: this.connectionsPerReplica, pollMs: c.registry.scrape_interval_ms });
     return Object.freeze({
       cfg: c, catalog: new ModelCatalog(c), auth: new Authenticator(c.tenants, p.env), quota: p.quota, tokenizer: p.tokenizer,
-      registry: p.registry, router, admission: this.admission, stalls: this.stalls, upstream: p.upstream, usage: p.usage, responses: p.responses, metrics: p.metrics, log: p.log,
-      tracing: p.tracing ?? null,
+      registry: p.registry, router, admission: this.admission, stalls: this.stalls, upstream: p.upstream, usage: p.usage, responses: p.responses,
+      replyLengths: this.replyLengths, metrics: p.metrics, log: p.log, tracing: p.tracing ?? null,
     });
   }
 }

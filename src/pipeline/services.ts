@@ -7,6 +7,7 @@ import type { FleetView } from '../router/types.ts';
 import type { Router } from '../router/route.ts';
 import type { UpstreamClient } from '../upstream/upstream-client.ts';
 import type { UsageRecorder } from '../usage/usage-recorder.ts';
+import type { ReplyLengths } from '../gpu-time/reply-length/reply-lengths.ts';
 import type { ReplyHashRequest } from '../tokenize/prompt-tokenizer.ts';
 import type { ChatOptions } from '../tokenize/types.ts';
 import type { ModelCatalog } from './model-catalog.ts';
@@ -84,6 +85,11 @@ export interface Services {
   readonly usage: UsageRecorder;
   /** Kept across config reloads: which replica stored each Responses API response. */
   readonly responses: ResponseOwners;
+  /**
+   * Kept across config reloads: reply lengths learned from finished streams (src/gpu-time/reply-length/);
+   * absent or null: no forecast, max_tokens is taken for each reply's length.
+   */
+  readonly replyLengths?: ReplyLengths | null;
   readonly metrics: MetricsStage | null;
   readonly log: LogStage;
   /** This thread's tracing; null or absent when off (decided at start: src/tracing/README.md). */

@@ -98,7 +98,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
       const d = this.decision;
       const uncached = req.promptTokens - d.cachedBlocks * plan.blockSize;
       ctx.predictedCachedTokens = predictedCachedTokens(d.cachedBlocks, req.promptTokens, plan.blockSize);
-      this.entry = plan.ledger.dispatch(d.slot, req.promptTokens, plan.reservedOutputTokens, plan.blockSize, uncached > 0 ? uncached : 0);
+      this.entry = plan.ledger.dispatch(d.slot, req.promptTokens, plan.reservedOutputTokens, plan.blockSize, uncached > 0 ? uncached : 0, req.reply ?? null, plan.sequences ?? 1);
       plan.router.dispatched(req, d);
       this.dispatchedAt = performance.now();
       ctx.phase = 'upstream_wait';

@@ -3,6 +3,7 @@
 // FleetView with the replica registry; the simulator implements it over simulated scrapes of mock engines in
 // virtual time, so every policy runs unchanged in both.
 // Thread: the acceptor. A decision does no I/O and has no await: a pure function of these reads.
+import type { ReplyForecast } from '../gpu-time/reply-length/reply-forecast.ts';
 import type { InflightLedger } from '../registry/inflight-ledger.ts';
 import type { ReplicaRow } from '../registry/replica-table.ts';
 
@@ -28,7 +29,13 @@ export interface RouteRequest {
   poolId: string;
   adapter: string | null;
   promptTokens: number;
+  /** max_tokens per sequence: an upper bound on the reply, never its length unless no forecast is given. */
   maxTokens: number;
+  /**
+   * The reply's length as predicted from the pool's finished streams (src/gpu-time/reply-length/): KV figure,
+   * per-stream TPOT rule and expected work read it. Absent: max_tokens is the reply's length.
+   */
+  reply?: ReplyForecast | undefined;
   /** Chained 16-token block hashes of the prompt (adapter keyed in), block 0 first. */
   blockHashes: Float64Array;
   /** Slots already tried by earlier attempts of this request. */

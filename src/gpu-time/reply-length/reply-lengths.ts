@@ -77,3 +77,18 @@ export class ReplyLengths {
     return b;
   }
 }
+
+/** The error figures as the metrics layer's scrape-time sources (gateway_reply_length_prediction_error_*_ratio). */
+export function replyErrorSources(lengths: ReplyLengths): {
+  replyLengthErrorP50: () => Iterable<[string, number]>;
+  replyLengthErrorP90: () => Iterable<[string, number]>;
+} {
+  return {
+    replyLengthErrorP50: function* () {
+      for (const [pool, p50] of lengths.errorQuantiles()) yield [pool, p50];
+    },
+    replyLengthErrorP90: function* () {
+      for (const [pool, , p90] of lengths.errorQuantiles()) yield [pool, p90];
+    },
+  };
+}

@@ -2,11 +2,13 @@
 // (src/gpu-time/: the prefill queued ahead and its own uncached work over the replica's learned rate, riding
 // in decode steps at its batch, plus an adapter load when not resident). Also fills what the filters read:
 // the TPOT that replica's batch would have once the request joins (decode step / (1 − ρ), ρ its prefill
-// share), KV use after it, the TTFT budget, and the ledger's outstanding tokens with what it adds.
+// share), KV use after it, the TTFT budget, and the ledger's outstanding tokens with what it adds (its
+// uncached prompt and its expected reply, as the ledger counts it).
 // Stale rows: the scraped part is unknown, so only the ledger's figures count; the picker ranks them last.
 // Thread: the acceptor. Hot path: one model prediction and one ledger load per candidate, no allocation.
 import { LEDGER_OUTSTANDING_TOKENS } from '../../registry/inflight-ledger.ts';
 import { GpuPrediction, type GpuTimeModel } from '../../gpu-time/gpu-time-model.ts';
+import { meanReplyTokens } from '../../gpu-time/reply-length/reply-forecast.ts';
 import type { CandidateTable } from '../candidate-table.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
 import type { FleetView, RouteRequest } from '../types.ts';
@@ -37,7 +39,7 @@ export class GpuTimeScorer {
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
       const uncached = req.promptTokens - matched * model.figures(req.poolId)!.blockSize;
-      t.addTokens[i] = (uncached > 0 ? uncached : 0) + req.maxTokens;
+      t.addTokens[i] = (uncached > 0 ? uncached : 0) + meanReplyTokens(req);
     }
   }
 }

@@ -87,7 +87,7 @@ test('nothing unseen there: a request is admitted past the margin when its worst
 function hot(h: Harness): void {
   const sent = sendAround(h, 0, 4000, 16); // 64k tokens of prefill in the 8 s window: ρ ≈ 0.72
   for (const { req, d } of sent) {
-    h.fleet.ledger.firstToken({ slot: 0, promptTokens: 4000, maxTokens: 100, blocks: 0, outputTokens: 0, firstTokenSeen: false, ended: false });
+    h.fleet.ledger.firstToken({ slot: 0, promptTokens: 4000, wholePrompt: 4000, maxTokens: 100, expectTokens: 100, reserveTokens: 100, blocks: 0, blockSize: 16, outputTokens: 0, reply: null, sequences: 1, firstTokenSeen: false, ended: false });
     h.router.firstToken(req, d, 50);
   }
 }

@@ -83,7 +83,7 @@ void test('the queue drains as the scheduler prefills it; a first token caps it 
   const drained = 100 * 2048 / (step(1, reserved) + 2048 / 12);
   assert.ok(Math.abs(before - after - drained) < 1e-6, `${before - after} against ${drained}`);
   // The second request's first token: only the third's work can remain ahead.
-  fleet.ledger.firstToken({ slot: 0, promptTokens: 2000, maxTokens: 100, blocks: 132, outputTokens: 0, firstTokenSeen: false, ended: false });
+  fleet.ledger.firstToken({ slot: 0, promptTokens: 2000, wholePrompt: 2000, maxTokens: 100, expectTokens: 100, reserveTokens: 100, blocks: 132, blockSize: 16, outputTokens: 0, reply: null, sequences: 1, firstTokenSeen: false, ended: false });
   model.firstToken(0, request(hashes(125, 2000), { promptTokens: 2000 }), ds[1]!, 300, true);
   const left = model.predict(req, 0, 0, new GpuPrediction()).workAhead;
   assert.ok(Math.abs(left - (work(0, 2000) + work(0, 160))) < 1e-6, String(left));
@@ -176,7 +176,7 @@ void test('the model learns a perturbed replica from its first tokens and stream
     }
     if (i >= 300) errors.push(Math.abs(d.gpuTtftMs - ttft) / ttft);
     fleet.now += ttft;
-    fleet.ledger.firstToken({ slot: 0, promptTokens: prompt, maxTokens: 100, blocks: 0, outputTokens: 0, firstTokenSeen: false, ended: false });
+    fleet.ledger.firstToken({ slot: 0, promptTokens: prompt, wholePrompt: prompt, maxTokens: 100, expectTokens: 100, reserveTokens: 100, blocks: 0, blockSize: 16, outputTokens: 0, reply: null, sequences: 1, firstTokenSeen: false, ended: false });
     model.firstToken(0, req, d, ttft, true);
     const tokens = 50 + Math.floor(rnd() * 250);
     let streamMs = 0;

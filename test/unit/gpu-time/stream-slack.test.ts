@@ -166,3 +166,24 @@ void test('a replica restart with requests in flight: the requests sent before i
   model.ended(0, shortAfter.req, shortAfter.d, 5);
   assert.equal(model.predict(big, 0, 0, new GpuPrediction()).harm, 0);
 });
+
+void test('a stream running past its forecast length is revised from the forecast given what it has produced, not dropped', () => {
+  // Forecast N = 5 (4 gaps, slack 132 ms); past it, the forecast says 20 tokens (19 gaps, slack 627 ms).
+  const produced: number[] = [];
+  const reply = { slackAfter: (k: number) => { produced.push(k); return 20; } };
+  const s = new StreamSlack(1);
+  const id = s.add(0, 5, 0, reply);
+  s.first(id, 0, 0);
+  // 6 steps decoded (72 ms): past the 4 gaps of its forecast. Without the forecast it would count as ended;
+  // with it, 13 gaps are left, and a 10k-token prefill (834 ms, ~4.9 chunks of 170 ms) passes its 627 ms.
+  assert.equal(s.harm(0, query(72, 10_000)), 1);
+  assert.deepEqual(produced, [7], 'revised once, given the 7 tokens it has produced');
+  // A 5,000-token prompt (417 ms) fits the revised slack; N stays revised (no second revision).
+  assert.equal(s.harm(0, query(72, 5000)), 0);
+  assert.equal(produced.length, 1);
+  // The same stream with no forecast: ended by its max_tokens, nothing harms it.
+  const t = new StreamSlack(1);
+  const j = t.add(0, 5, 0);
+  t.first(j, 0, 0);
+  assert.equal(t.harm(0, query(72, 10_000)), 0);
+});

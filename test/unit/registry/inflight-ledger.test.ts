@@ -67,3 +67,33 @@ void test('two ledgers over one buffer see the same figures', () => {
   a.dispatch(1, 64, 64, 16);
   assert.equal(b.get(1, LEDGER_RESERVED_BLOCKS), 8);
 });
+
+void test('with a reply forecast: the mean is outstanding work, the KV figure is reserved, both revised as the stream runs past them', () => {
+  const l = new InflightLedger(1);
+  // A forecast of mean 100 and KV figure 200; past k tokens: mean k + 50, KV k + 100 (per sequence).
+  const reply = { meanTokens: 100, kvTokens: 200, meanAfter: (k: number) => k + 50, kvAfter: (k: number) => k + 100 };
+  const e = l.dispatch(0, 320, 4000, 16, 320, reply);
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 320 + 100, 'prompt + expected reply, not max_tokens');
+  assert.equal(l.get(0, LEDGER_RESERVED_BLOCKS), Math.ceil((320 + 200) / 16), 'prompt + KV figure');
+  l.firstToken(e);
+  l.tokens(e, 99);
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 1);
+  l.tokens(e, 1);
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 50, 'at its expected length: 50 more expected');
+  assert.equal(l.get(0, LEDGER_RESERVED_BLOCKS), 33, 'still within its KV figure');
+  l.tokens(e, 100);
+  assert.equal(l.get(0, LEDGER_RESERVED_BLOCKS), Math.ceil((320 + 300) / 16), 'past its KV figure: reserved to 300');
+  assert.equal(l.get(0, LEDGER_DISPATCHED_BLOCKS), Math.ceil((320 + 300) / 16), 'the growth counts as dispatched since the scrape');
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 50);
+  l.end(e);
+  assert.deepEqual(all(l, 0), [0, 0, 0, 0, 0, 0]);
+  // Never above max_tokens × n: two sequences, cap 300 in all.
+  const two = l.dispatch(0, 16, 300, 16, 16, reply, 2);
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 16 + 200);
+  assert.equal(l.get(0, LEDGER_RESERVED_BLOCKS), Math.ceil((16 + 300) / 16));
+  l.firstToken(two);
+  l.tokens(two, 250);
+  assert.equal(l.get(0, LEDGER_OUTSTANDING_TOKENS), 50, 'revised to the cap, 300');
+  l.end(two);
+  assert.deepEqual(all(l, 0), [0, 0, 0, 0, 0, 0]);
+});
