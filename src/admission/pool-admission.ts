@@ -29,6 +29,7 @@ import type { RouteResult } from '../router/route.ts';
 import { FittingRoute } from './fitting-route.ts';
 import { infeasibleReason } from './reach.ts';
 import { allowanceOf, needOf } from './request-figures.ts';
+import { kvReplyTokens } from '../gpu-time/reply-length/reply-forecast.ts';
 import { AdmissionTicket } from './ticket.ts';
 import { overloaded, tooLarge } from './rejections.ts';
 import { DeadlineQueue } from './deadline-queue.ts';
@@ -95,6 +96,7 @@ export class PoolAdmission {
     const cfg = deps.cfg;
     const now = deps.clock.now();
     const r = req.route;
+    const outputTokens = r.maxTokens * req.n;
     // Routing (kv-aware's fit) and the GPU-time judgement hold the request to its tier's TTFT.
     r.ttftBudgetMs = cfg.ttft_ms_by_tier[req.tier];
     const t = new AdmissionTicket(req, done, now, allowanceOf(deps.gpu, req, cfg), ticketSeq = (ticketSeq + 1) | 0, needOf(req, 0));
@@ -106,7 +108,7 @@ export class PoolAdmission {
     }
     const tierMs = cfg.ttft_ms_by_tier[req.tier];
     const fig = deps.gpu.figures(r.poolId);
-    const infeasible = fig === undefined ? null : infeasibleReason(fig, r.promptTokens, r.promptTokens + outputTokens, tierMs);
+    const infeasible = fig === undefined ? null : infeasibleReason(fig, r.promptTokens, r.promptTokens + kvReplyTokens(r) * req.n, tierMs);
     if (infeasible !== null) deps.metrics?.infeasible?.(this.poolId, req.tier, infeasible);
     const fit = this.routes.routeFitting(req);
     if (!fit.ok && fit.reason !== 'full') {
