@@ -32,6 +32,7 @@ async function rendered(): Promise<Map<string, string>> {
         lagSeconds: () => [['8b-1', 0.002]], live: () => [['8b-1', 1]], blocks: () => [['8b-1', 40]], precision: () => [['8b-1', 0.98]],
       },
       gpuPrefillRate: () => [['8b-1', 11_000]], gpuDecodeBase: () => [['8b-1', 0.0105]], gpuDecodePerSeq: () => [['8b-1', 0.000025]],
+      replyLengthErrorP50: () => [['8b', 0.4]], replyLengthErrorP90: () => [['8b', 1.2]],
     });
     scriptedRun(m);
     m.shed('8b', 'arrival');
