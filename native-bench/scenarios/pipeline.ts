@@ -42,12 +42,20 @@ import { PromptTokenizer } from '../../src/tokenize/prompt-tokenizer.ts';
 import type { UpstreamCall, UpstreamClient, UpstreamHandler, UpstreamRequest } from '../../src/upstream/upstream-client.ts';
 import { UsageRecorder } from '../../src/usage/usage-recorder.ts';
 import { chatBody } from '../load/openai-bodies.ts';
+import { startTracing } from '../../src/tracing/request-tracing.ts';
+import { startOtlpSink } from '../harness/otlp-sink.ts';
 
 const API_KEY = 'sk-bench-pipeline';
 const MODEL = 'llama-3.1-8b-instruct';
 
+const CLIENT_TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
 function benchConfig(): GatewayConfig {
-  return parseConfig({
+  return parseConfig(benchRaw());
+}
+
+function benchRaw(): Record<string, unknown> {
+  return {
     server: { host: '127.0.0.1', port: 0 },
     routing: { policy: 'round-robin' },
     quota: { backend: 'memory', failure_mode: 'open' },
@@ -55,7 +63,7 @@ function benchConfig(): GatewayConfig {
     tokenizer: { threads: 0 },
     pools: [{ id: 'bench', model: MODEL, mock_profile: 'tiny', replicas: [{ id: 'r1', url: 'http://127.0.0.1:9' }, { id: 'r2', url: 'http://127.0.0.1:10' }] }],
     tenants: [{ name: 'bench', api_keys: [{ sha256: hashApiKey(API_KEY) }], tokens_per_second: 1e12, burst_tokens: 1e15, max_inflight: 1_000_000, sla_tier: 'premium' }],
-  });
+  };
 }
 
 /** Two healthy replicas, a real ledger; nothing scraped. */
@@ -164,6 +172,10 @@ const pipeline: BenchScenario = async (args) => {
     upstream: new CannedUpstream(streamChunks(tokens), jsonBody(tokens)) as unknown as UpstreamClient,
     usage: UsageRecorder.fromConfig(cfg), responses: new ResponseOwners(), metrics, log: silentLog,
   };
+  // Tracing on: every request traced (always_on) from a client traceparent and exported over OTLP/protobuf to a
+  // sink in this process (its HTTP handling is counted too: an upper bound of the gateway's share).
+  const otlp = await startOtlpSink();
+  const tracing = startTracing(parseConfig({ ...benchRaw(), tracing: { traces_endpoint: otlp.endpoint, sampler: 'always_on' } }), {}, () => undefined)!;
   const long: Services = { ...base, upstream: new CannedUpstream(streamChunks(tokens * 4), jsonBody(tokens * 4)) as unknown as UpstreamClient };
   const variants: Array<[string, Services]> = [
     ['full', base],
@@ -173,6 +185,7 @@ const pipeline: BenchScenario = async (args) => {
     ['fixed tokenizer result', { ...base, tokenizer: fixedTokenizer }],
     // The same policy with a `finished` hook, as kv-aware has: the relay collects the reply text and the
     // tokenizer hashes its blocks after the response (negative full − variant: what learning replies costs).
+    ['tracing on', { ...base, tracing }],
     ['policy learns replies', { ...base, router: new Router(Object.assign(Object.create(base.router.policy) as Services['router']['policy'], { finished() {} }), registry) }],
   ];
   const authorization = `Bearer ${API_KEY}`;
@@ -184,10 +197,13 @@ const pipeline: BenchScenario = async (args) => {
     for (let i = 0; i < n; i++) {
       sink.started = false;
       const ctx = newContext('chat', sink, undefined);
+      if (svc.tracing != null) ctx.trace = svc.tracing.begin('chat', svc.router.policy.name, ctx.startedAt, CLIENT_TRACEPARENT, '');
       const tenant = svc.auth.authenticate(authorization);
       if (tenant === null) throw new Error('bench key refused');
       await handleCompletion(svc, ctx, { route: 'chat', tenant, body: Promise.resolve(body) });
       if (ctx.status !== 200) throw new Error(`bench request answered ${ctx.status} ${ctx.code}`);
+      // Every request's awaits are microtasks: let timers and I/O run now and then (the span exporter's batches).
+      if ((i & 63) === 63) await new Promise((r) => setImmediate(r));
     }
     const d = process.cpuUsage(cpu0);
     return (d.user + d.system) / n;
@@ -272,7 +288,8 @@ const pipeline: BenchScenario = async (args) => {
   const s = median(results.get('stream|full')!);
   const sl = median(results.get(`stream|full, ${tokens * 4} tokens`)!);
   gcObserver.disconnect();
-  await Promise.all([tokenizer.close(), quota.close()]);
+  await tracing.shutdown();
+  await Promise.all([tokenizer.close(), quota.close(), otlp.close()]);
   return {
     title: 'Pipeline: CPU per request of the gateway\'s own stages, in process, no sockets',
     columns: ['mode', 'variant', 'CPU µs/req', 'full − variant µs', 'KiB allocated/req'],
@@ -280,6 +297,7 @@ const pipeline: BenchScenario = async (args) => {
     notes: [
       `${requests} sequential requests per run, ${rounds} rounds (medians), ${tokens} output tokens (${tokens + 3} SSE events); fake upstream answers on the microtask queue, client sink drops bytes`,
       `relay per SSE event (stream, ${tokens * 4} vs ${tokens} tokens): ${((sl - s) / (tokens * 3)).toFixed(2)} µs`,
+      `tracing on: ${otlp.posts} OTLP exports, ${(otlp.bytes / 1e6).toFixed(1)} MB; its full − variant is negative: what tracing every request costs`,
       'full − variant: what that stage costs (the variant replaces it with a constant); for the 4x-tokens row it is negative: the extra frames, and for "policy learns replies" the reply text collected and hashed',
       `KiB allocated/req: heap growth over ${allocRequests} requests with no GC in between ('gc': one ran; start node with --min-semi-space-size=256 --max-semi-space-size=256)`,
       ...siteNotes,
