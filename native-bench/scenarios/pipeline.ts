@@ -176,6 +176,8 @@ const pipeline: BenchScenario = async (args) => {
   // sink in this process (its HTTP handling is counted too: an upper bound of the gateway's share).
   const otlp = await startOtlpSink();
   const tracing = startTracing(parseConfig({ ...benchRaw(), tracing: { traces_endpoint: otlp.endpoint, sampler: 'always_on' } }), {}, () => undefined)!;
+  // The sampler drops every trace: non-recording spans, the traceparent still propagated.
+  const dropped = startTracing(parseConfig({ ...benchRaw(), tracing: { traces_endpoint: otlp.endpoint, sampler: 'always_off' } }), {}, () => undefined)!;
   const long: Services = { ...base, upstream: new CannedUpstream(streamChunks(tokens * 4), jsonBody(tokens * 4)) as unknown as UpstreamClient };
   const variants: Array<[string, Services]> = [
     ['full', base],
@@ -186,6 +188,7 @@ const pipeline: BenchScenario = async (args) => {
     // The same policy with a `finished` hook, as kv-aware has: the relay collects the reply text and the
     // tokenizer hashes its blocks after the response (negative full − variant: what learning replies costs).
     ['tracing on', { ...base, tracing }],
+    ['tracing on, sampled out', { ...base, tracing: dropped }],
     ['policy learns replies', { ...base, router: new Router(Object.assign(Object.create(base.router.policy) as Services['router']['policy'], { finished() {} }), registry) }],
   ];
   const authorization = `Bearer ${API_KEY}`;
@@ -288,7 +291,7 @@ const pipeline: BenchScenario = async (args) => {
   const s = median(results.get('stream|full')!);
   const sl = median(results.get(`stream|full, ${tokens * 4} tokens`)!);
   gcObserver.disconnect();
-  await tracing.shutdown();
+  await Promise.all([tracing.shutdown(), dropped.shutdown()]);
   await Promise.all([tokenizer.close(), quota.close(), otlp.close()]);
   return {
     title: 'Pipeline: CPU per request of the gateway\'s own stages, in process, no sockets',
