@@ -3,7 +3,8 @@
 //
 // Part 1 (apply rate, one thread, in process): --replicas streams (64), each a replica's steady state with a
 // full prefix cache: per engine step one BlockStored of --blocks-per-step consecutive blocks (continuing a
-// request's chain, 16 token ids each, new requests every --request-blocks blocks) and one BlockRemoved of as
+// request's chain, 16 token ids each, uniform 64-bit hashes as vLLM's, the one full-attention KV-cache group,
+// new requests every --request-blocks blocks) and one BlockRemoved of as
 // many of its oldest blocks (an LRU at --capacity blocks). Batches are encoded beforehand as the mock's
 // publisher encodes them; the timed part is exactly the subscriber's work per batch: ReplicaStream.onLive =
 // msgpack decode, sequence check, the gateway's xxhash64 per stored block (rebuilt from token ids and the
@@ -26,6 +27,14 @@ import { startMockReplica } from '../../test/mock-replica/server.ts';
 import { freeKvEventsEndpoint } from '../../test/helpers/port-pair.ts';
 
 const BS = 16;
+const MASK64 = (1n << 64n) - 1n;
+
+/** splitmix64's finaliser: the generator's block hashes are uniform 64-bit values, as vLLM's (the low 64 bits of a sha256). */
+function mix64(x: bigint): bigint {
+  x = ((x ^ (x >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
+  x = ((x ^ (x >> 27n)) * 0x94d049bb133111ebn) & MASK64;
+  return x ^ (x >> 31n);
+}
 
 interface Gen { seq: number; next: bigint; parent: bigint | null; inRequest: number; fifo: bigint[]; head: number; token: number }
 
@@ -37,11 +46,11 @@ function step(g: Gen, blocks: number, requestBlocks: number, capacity: number): 
   for (let i = 0; i < blocks; i++) {
     if (g.inRequest === requestBlocks) {
       // A new request: flush this chain's event and start another from the root.
-      if (hashes.length > 0) events.push({ type: 'BlockStored', blockHashes: hashes.splice(0), parentBlockHash: parentAtStart, tokenIds: tokens.splice(0), blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null, kvCacheSpecKind: null, kvCacheSpecSlidingWindow: null });
+      if (hashes.length > 0) events.push({ type: 'BlockStored', blockHashes: hashes.splice(0), parentBlockHash: parentAtStart, tokenIds: tokens.splice(0), blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: 0, kvCacheSpecKind: 'full_attention', kvCacheSpecSlidingWindow: null });
       g.parent = null;
       g.inRequest = 0;
     }
-    const h = g.next++;
+    const h = mix64(g.next++);
     hashes.push(h);
     for (let t = 0; t < BS; t++) tokens.push((g.token++ * 2654435761) % 128000);
     g.fifo.push(h);
@@ -50,11 +59,11 @@ function step(g: Gen, blocks: number, requestBlocks: number, capacity: number): 
   }
   if (hashes.length > 0) {
     const first = g.fifo.length - hashes.length - 1;
-    events.push({ type: 'BlockStored', blockHashes: hashes, parentBlockHash: g.inRequest > hashes.length ? g.fifo[first]! : null, tokenIds: tokens, blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: null, kvCacheSpecKind: null, kvCacheSpecSlidingWindow: null });
+    events.push({ type: 'BlockStored', blockHashes: hashes, parentBlockHash: g.inRequest > hashes.length ? g.fifo[first]! : null, tokenIds: tokens, blockSize: BS, loraId: null, loraName: null, medium: 'GPU', extraKeys: null, groupIdx: 0, kvCacheSpecKind: 'full_attention', kvCacheSpecSlidingWindow: null });
   }
   const over = g.fifo.length - g.head - capacity;
   if (over > 0) {
-    events.push({ type: 'BlockRemoved', blockHashes: g.fifo.slice(g.head, g.head + over), medium: 'GPU', groupIdx: null });
+    events.push({ type: 'BlockRemoved', blockHashes: g.fifo.slice(g.head, g.head + over), medium: 'GPU', groupIdx: 0 });
     g.head += over;
     if (g.head > 1 << 16) {
       g.fifo = g.fifo.slice(g.head);
