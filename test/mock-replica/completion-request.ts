@@ -52,12 +52,19 @@ function optionalBool(body: Body, field: string, dflt: boolean): boolean | VllmE
   return v;
 }
 
-/** Message content: null, a string, or OpenAI text parts (the template joins them with newlines). */
+/**
+ * Message content: null, a string, or parts the template's renderer reads (src/tokenize/chat-messages.ts): plain
+ * strings (vLLM's content-part union includes str) and text-like parts; media parts are refused (the mock is a
+ * text model, as vLLM refuses them for one).
+ */
 function checkContent(v: unknown, i: number): VllmError | null {
   if (v === undefined || v === null || typeof v === 'string') return null;
   if (Array.isArray(v)) {
     for (const p of v) {
-      if (!p || typeof p !== 'object' || (p as Body).type !== 'text' || typeof (p as Body).text !== 'string') {
+      if (typeof p === 'string') continue;
+      const type = p && typeof p === 'object' ? (p as Body).type : undefined;
+      const field = type === 'refusal' ? 'refusal' : type === 'text' || type === 'input_text' || type === 'output_text' ? 'text' : null;
+      if (field === null || typeof (p as Body)[field] !== 'string') {
         return validationError('value_error', ['body', 'messages', i, 'content'], 'the mock supports text content parts only');
       }
     }
