@@ -61,6 +61,8 @@ export class RequestTrace {
 
   /** A stage begins now (the open one, if any, ends). */
   stage(name: 'tokenize' | 'quota' | 'admit'): void {
+    // A trace the sampler dropped gets no child spans: nothing of them would be exported.
+    if (!this.root.recording) return;
     this.done('');
     this.stageSpan = this.scope.tracer.child(this.root, name, SpanKind.internal, performance.now());
   }
@@ -93,6 +95,8 @@ export class RequestTrace {
 
   /** The attempt just dispatched to `replica` at `url` (the attempt numbered `attempt`, from 1). */
   attempt(replica: string, url: string, attempt: number, d: Decision, predictedCachedTokens: number): AttemptTrace {
+    // Dropped by the sampler: the replica's traceparent names the root (its flags say not sampled).
+    if (!this.root.recording) return new AttemptTrace(this.scope.tracer, this.root, url);
     const span = this.scope.tracer.child(this.root, 'upstream attempt', SpanKind.client, performance.now());
     if (span.recording) {
       span.set('expediter.attempt', attempt);
@@ -190,9 +194,10 @@ export class AttemptTrace {
    * this attempt when it is later than its start: the `relay` child runs from there to the end of a stream.
    */
   end(o: AttemptOutcome, status: number, reportedCached: number | null, firstTokenAt: number, streamed: boolean): void {
-    const now = performance.now();
     const span = this.span;
-    if (!span.recording) return span.end(now);
+    // Not recording: nothing to end (for a dropped trace this is the root itself, ended with the request).
+    if (!span.recording) return;
+    const now = performance.now();
     if (status > 0) span.set('http.response.status_code', status);
     if (reportedCached !== null) span.set('expediter.cached_tokens.reported', reportedCached);
     const first = firstTokenAt >= this.startedAt ? firstTokenAt : 0;

@@ -30,6 +30,8 @@ before(async () => {
       routing: { policy: 'round-robin' },
       // A loaded machine slows the mocks' first tokens: the GPU-time model must not shed these requests.
       admission: { ttft_ms_by_tier: { standard: 10_000 } },
+      // One connection per replica: admission sends a replica no more (the shed test fills both).
+      upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3, connections_per_replica: 1 },
       tracing: { traces_endpoint: `${receiver.url}/v1/traces`, protocol: 'http/json', service_name: 'gw-under-test', sampler: 'parentbased_always_on' },
     },
   });
@@ -42,9 +44,10 @@ after(async () => {
 
 const hex = (n: number): string => Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join('');
 
-async function chat(traceId: string, clientSpan: string, body: Record<string, unknown>, key = ALPHA_KEY): Promise<Response> {
+async function chat(traceId: string, clientSpan: string, body: Record<string, unknown>, key = ALPHA_KEY, signal?: AbortSignal): Promise<Response> {
   const res = await fetch(`${stack.url}/v1/chat/completions`, {
     method: 'POST',
+    ...(signal ? { signal } : {}),
     headers: {
       authorization: `Bearer ${key}`, 'content-type': 'application/json',
       traceparent: `00-${traceId}-${clientSpan}-01`, tracestate: 'client=7',
@@ -69,6 +72,9 @@ const only = (spans: ReceivedSpan[], name: string): ReceivedSpan => {
   assert.equal(found.length, 1, `one ${name} span in ${spans.map((s) => s.name).join(', ')}`);
   return found[0]!;
 };
+
+/** Requests the gateway has in flight at the replicas (both proxies' forwarded completions not yet answered). */
+const busy = (): number => stack.gateway.inflightCount;
 
 /** The traceparent of every completion request the replicas received, in order. */
 const upstreamParents = (): string[] => proxies.flatMap((p) => p.posts.filter((r) => r.path === '/v1/chat/completions').map((r) => String(r.headers.traceparent ?? '')));
@@ -163,13 +169,20 @@ test('a refused request (401) gets a short root span with the reason; a refused 
 });
 
 test('a shed request (429 server_overloaded) gets its span with the shed reason', async () => {
-  // Room for a tenth of the KV and no queue: a request reserving most of a context is shed at arrival.
+  // Both replicas busy with a request that hangs (one connection each: upstream.connections_per_replica 1), and
+  // no admission queue: the next request is shed at arrival.
   const raw = JSON.parse(JSON.stringify(stack.cfg)) as Record<string, unknown>;
-  raw.admission = { ...(raw.admission as object), max_queued_requests: 0, headroom_ratio: 0.9 };
+  raw.admission = { ...(raw.admission as object), max_queued_requests: 0 };
   await stack.gateway.reload(parseConfig(raw));
+  for (const r of replicas) await setFault(r.url, { mode: 'hang', count: 1 });
+  const completions = (p: CountingProxy): number => p.posts.filter((r) => r.path === '/v1/chat/completions').length;
+  const before = proxies.map(completions);
+  const hold = new AbortController();
+  const held = [0, 1].map(() => chat(hex(32), hex(16), {}, ALPHA_KEY, hold.signal).catch(() => null));
   try {
+    await waitFor(() => proxies.every((p, i) => completions(p) > before[i]!) && busy() === 2, 10000);
     const shed = hex(32);
-    const res = await chat(shed, hex(16), { max_tokens: 1900 });
+    const res = await chat(shed, hex(16), {});
     assert.equal(res.status, 429);
     const spans = await traceOf(shed, 4);
     const root = only(spans, `chat ${MODEL}`);
@@ -180,6 +193,23 @@ test('a shed request (429 server_overloaded) gets its span with the shed reason'
     assert.equal(admit.attributes['expediter.shed_reason'], root.attributes['expediter.shed_reason']);
     assert.ok(!spans.some((s) => s.name === 'upstream attempt'), 'nothing was sent to a replica');
   } finally {
+    hold.abort();
+    await Promise.all(held);
+    for (const r of replicas) await setFault(r.url, { mode: 'none' });
     await stack.gateway.reload(stack.cfg);
   }
+});
+
+test('a client trace that is not sampled exports nothing, and the replica gets the client\'s trace with the not-sampled flag', async () => {
+  const traceId = hex(32);
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ALPHA_KEY}`, 'content-type': 'application/json', traceparent: `00-${traceId}-${hex(16)}-00` },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say nothing.' }], max_tokens: 4 }),
+  });
+  assert.equal(res.status, 200);
+  await res.text();
+  await stack.gateway.services.tracing!.flush();
+  assert.equal(receiver.spans.filter((s) => s.traceId === traceId).length, 0, 'parent-based sampling follows the client');
+  assert.ok(upstreamParents().some((p) => new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`).test(p)), `upstream traceparents: ${upstreamParents().join(' ')}`);
 });
