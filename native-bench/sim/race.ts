@@ -165,7 +165,7 @@ export class RaceRunner {
     return out;
   }
 
-  private async chain(c: Contender, seed: number): Promise<Chain> {
+  private async chain(c: Contender, seed: number, start: number): Promise<Chain> {
     const p = this.plan;
     const runs: RunOutput[] = [];
     const byRate = new Map<number, RunOutput>();
@@ -174,7 +174,7 @@ export class RaceRunner {
       runs.push(out);
       byRate.set(x, out);
       return out.json.slo_attainment;
-    }, { start: p.start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS, target: SLO_ATTAINMENT_TARGET });
+    }, { start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS, target: SLO_ATTAINMENT_TARGET });
     // Seed-mix: the rate the workload was generated at (load × the pool's computed capacity), the same for
     // every policy at that point; what a window of it happens to offer varies with its bursts. A trace: the
     // rate the compressed trace offered in the measured window (the same requests for every policy). The
@@ -203,15 +203,33 @@ export class RaceRunner {
     return Promise.all(jobs);
   }
 
+  /**
+   * Where each chain's search starts, decided by results only (so the same flags give the same JSON
+   * whatever finishes first): the first contender on every seed from the pool's computed capacity; every
+   * other contender's first seed from the mean capacity those found; its later seeds from its first seed's.
+   * The computed capacity assumes no queueing and can be several times the SLO capacity (four times on
+   * Azure's code trace): starting every chain there spent most of a race's CPU on runs far past capacity.
+   */
   async race(): Promise<RaceResult> {
     const p = this.plan;
     const overload: OverloadRun[] = [];
     try {
-      const chains = await Promise.all(p.contenders.flatMap((c) => p.seeds.map(async (seed) => {
-        const ch = await this.chain(c, seed);
-        if (c.policy === OVERLOAD_POLICY && c.admission === OVERLOAD_ADMISSION) overload.push(...(await this.overload(ch)));
+      const finish = async (ch: Chain): Promise<Chain> => {
+        if (ch.contender.policy === OVERLOAD_POLICY && ch.contender.admission === OVERLOAD_ADMISSION) overload.push(...(await this.overload(ch)));
         return ch;
-      })));
+      };
+      const [c0, ...rest] = p.contenders;
+      const firsts = p.seeds.map((seed) => this.chain(c0!, seed, p.start).then(finish));
+      const hint = Promise.all(firsts).then((chs) => {
+        const found = chs.map((ch) => ch.lo).filter((x): x is number => x !== null);
+        return found.length > 0 ? found.reduce((a, b) => a + b, 0) / found.length : p.start;
+      });
+      const others = rest.flatMap((c) => {
+        const head = hint.then((h) => this.chain(c, p.seeds[0]!, h));
+        const tail = p.seeds.slice(1).map((seed) => head.then((ch0) => hint.then((h) => this.chain(c, seed, ch0.lo ?? h))));
+        return [head, ...tail].map((x) => x.then(finish));
+      });
+      const chains = await Promise.all([...firsts, ...others]);
       const order = (o: RunOutput): [number, number, number] => {
         const ci = p.contenders.findIndex((c) => c.policy === o.json.policy && c.admission === o.json.admission);
         return [ci, o.json.seed, o.json.load ?? o.json.speed ?? o.json.rps ?? 0];
