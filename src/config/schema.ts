@@ -216,7 +216,7 @@ export const configSchema = z.strictObject({
     /**
      * Share of the TTFT budget, and of the pool's TPOT target, that a prediction must stay within for a request
      * to be admitted: the margins the model's error, step noise and later arrivals spend. Tuned on the seed
-     * mix at 3× capacity (src/admission/README.md).
+     * mix at 3× capacity, seed 1, 8B pool (src/admission/README.md); seed 1 is not among the race's default seeds.
      */
     ttft_margin: z.number().positive().max(1).default(0.5),
     tpot_margin: z.number().positive().max(1).default(0.6),
@@ -226,7 +226,7 @@ export const configSchema = z.strictObject({
   routing: z.strictObject({
     policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']).default('kv-aware'),
     params: z.record(z.string(), z.unknown()).default({}),
-    /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). */
+    /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). Not swept. */
     load_bound_epsilon: z.number().min(0).default(0.25),
     /** Prefix index entries (136 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),
