@@ -73,10 +73,10 @@ const epp: BenchScenario = async (args) => {
   const tokens = Number(values.tokens);
   const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
   const logDir = mkdtempSync(join(tmpdir(), 'bench-epp-'));
-  const fleet = await startMockFleet({ repoRoot, logDir, count: 2, model: MODEL, profile: 'tiny', timeScale: 0.01 });
+  const fleet = await startMockFleet({ repoRoot, logDir, count: 2, model: MODEL, profile: 'tiny', timeScale: 0.01, readyTimeoutMs: 120_000 });
   const eppPort = await freePort();
   const gw = await startGatewayProcess({
-    repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: 'kv-aware',
+    repoRoot, logDir, model: MODEL, apiKey: API_KEY, replicas: fleet.replicas, policy: 'kv-aware', readyTimeoutMs: 120_000,
     configOverrides: {
       epp: { host: '127.0.0.1', port: eppPort, pool: 'bench', fallbacks: 2 },
       // Wide targets: the bench measures CPU, not whether a busy shared machine meets the SLO.

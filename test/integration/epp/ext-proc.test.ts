@@ -232,3 +232,20 @@ test('the body is echoed byte for byte at any chunking, including a cut inside a
   assert.deepEqual(Buffer.concat(d.echoed), big);
   await release(s);
 });
+
+test('a response phase that never comes is released at the first-token deadline (upstream.first_token_timeout_ms, 5 s here)', async () => {
+  await idle();
+  const { d, s } = await pick({ chunks: [chat('Nobody answers?')] });
+  assert.ok(isPick(d));
+  const primary = d.endpoints.split(',')[0]!;
+  const t0 = performance.now();
+  assert.equal(inflight(primary), 1);
+  await waitFor(() => inflight(primary) === 0, 9000, 50);
+  const held = performance.now() - t0;
+  assert.ok(held > 4000 && held < 8000, `released after ${held.toFixed(0)} ms`);
+  // Envoy still holds the stream: a late response phase is echoed, nothing is released twice.
+  s.stream.write({ response_headers: { headers: { headers: [{ key: ':status', raw_value: Buffer.from('200') }] }, end_of_stream: true } });
+  await waitFor(() => s.replies.some((r) => r.response_headers !== undefined), 2000);
+  assert.equal(inflight(primary), 0);
+  s.stream.end();
+});
