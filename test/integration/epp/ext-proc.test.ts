@@ -22,9 +22,11 @@ before(async () => {
     pools: [{ ...DEFAULT_POOL, engine: { tpot_target_ms: 5000, ttft_target_ms: 10_000 } }],
     config: {
       epp: { host: '127.0.0.1', port: 0, pool: '8b', max_body_bytes: 200_000, fallbacks: 1, tenant_header: 'x-tenant' },
-      // One connection per replica and no queue: two requests in flight fill the pool, a third is shed.
+      // One connection per replica and a queue of one: two requests in flight fill the pool, a third waits in
+      // the queue, a fourth is shed. (A replica still scraped busy from the test before makes a request wait a
+      // scrape or two in the queue, not fail.)
       upstream: { connect_timeout_ms: 1000, first_token_timeout_ms: 5000, max_attempts: 3, connections_per_replica: 1 },
-      admission: { max_queued_requests: 0, tpot_target_ms: 5000, ttft_ms_by_tier: { standard: 10_000 } },
+      admission: { max_queued_requests: 1, tpot_target_ms: 5000, ttft_ms_by_tier: { standard: 10_000 } },
     },
   });
   envoy = new EnvoyPlayer(stack.gateway.epp!.port);
@@ -133,16 +135,20 @@ test('a shed is a 429 ImmediateResponse with Retry-After and the OpenAI error bo
   const held = [await pick({ chunks: [chat('Hold one?')] }), await pick({ chunks: [chat('Hold two?')] })];
   const primaries = held.map(({ d }) => (d as Pick).endpoints.split(',')[0]!);
   assert.deepEqual(new Set(primaries).size, 2, 'one request on each replica');
+  const queued = envoy.open({ chunks: [chat('Queue me?')] });
+  await waitFor(() => stack.gateway.services.admission.pool('8b').queueDepth > 0, 2000);
   const { d } = await pick({ chunks: [chat('Shed me?')] });
-  assert.ok(!isPick(d), 'the third request is refused');
+  assert.ok(!isPick(d), 'the fourth request is refused');
   assert.equal(d.status, 429);
   assert.ok(Number(d.headers.get('retry-after')) >= 1);
   assert.equal(d.headers.get('content-type'), 'application/json');
   assert.equal(d.headers.get('x-ratelimit-limit-tokens'), undefined, 'an unmetered request has no rate-limit headers');
   assert.equal(JSON.parse(d.body).error.code, 'server_overloaded');
   // Envoy closes both streams (its client went away): everything is released at once.
+  queued.stream.cancel();
   for (const h of held) h.s.stream.cancel();
   await waitFor(() => primaries.every((p) => inflight(p) === 0), 1000);
+  await waitFor(() => stack.gateway.services.admission.pool('8b').queueDepth === 0, 1000);
 });
 
 test('a tenant named by epp.tenant_header has its quotas: over its concurrency, a 429 ImmediateResponse with its rate-limit headers', async () => {
