@@ -1,11 +1,11 @@
 // `--race`: every policy's SLO capacity on one workload, honestly. For each policy, admission mode and seed,
 // the highest offered rate (a multiple of the pool's computed capacity for seed-mix, the time compression
-// for a trace) at which ≥ 90 % of requests meet the SLO, found by bracketing and bisection to within 3 %; then
-// kv-aware under Expediter's admission past that capacity (2× and 3×, and 5,000 requests/s on seed-mix).
-// Common random numbers: a seed's workload depends on the seed and the rate only, so every policy is probed
-// on the same requests at the same rate. Engines are off their profile (--engine-error, --step-jitter) by a
-// draw fixed per replica and seed, the same for every policy.
-// Thread: main. Orchestration: each bisection is a chain of runs, the RunPool keeps every thread busy.
+// for a trace) at which ≥ 90 % of requests meet the SLO, found by bracketing and regula falsi to within 1 %
+// and read where attainment crosses 0.9 (race-stats.ts); then kv-aware under Expediter's admission past that
+// capacity (2× and 3×, and 5,000 requests/s on seed-mix). Common random numbers: a seed's workload (its
+// trace window, its clients' caps) depends on the seed and the rate only, and its engines' draws (the pool's
+// shared bias, each replica's error) on the seed, the same for every policy.
+// Thread: main. Orchestration: each search is a chain of runs, the RunPool keeps every thread busy.
 import type { SweepArgs } from './args.ts';
 import { UsageError } from './args.ts';
 import type { PoolCapacity } from './capacity.ts';
