@@ -39,7 +39,12 @@ const EVENTS = [...READS, ...SENDS].map((k) => `syscalls:sys_enter_${k}`);
  * admission would otherwise shed part of the load (429) on TTFTs the neighbours stretched.
  */
 const LAX = { premium: 3_600_000, standard: 3_600_000, batch: 3_600_000 };
-const PERMISSIVE_ADMISSION = { admission: { ttft_ms_by_tier: LAX, end_to_end_ms_by_tier: LAX, tpot_target_ms: 3_600_000 } };
+const PERMISSIVE_ADMISSION = {
+  admission: { ttft_ms_by_tier: LAX, end_to_end_ms_by_tier: LAX, tpot_target_ms: 3_600_000 },
+  // Hundreds of connections opened in one turn to a mock starved of CPU: a 2 s connect timeout takes the
+  // replica out of rotation and every request after is a 429.
+  upstream: { connect_timeout_ms: 30_000 },
+};
 
 interface SatTarget {
   name: string;
@@ -255,7 +260,7 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
   notes.push('loop busy = CPU of the thread that runs the event loop (gateway main thread, nginx worker) / wall time of the run, the drain of the last requests included');
   notes.push('µs/event = proxy CPU per stream / SSE events per stream; marginal = (CPU per stream − CPU per JSON request) / events, both less idle: what a token event costs beyond the request');
   notes.push('reads and sends per request: read, readv, recvfrom, recvmsg and write, writev, sendto, sendmsg of the proxy (nginx: its worker), from perf stat; they include the client request\'s read and the upstream request\'s write');
-  notes.push(`nginx: 1 worker, least_conn, keepalive to the upstreams, proxy_buffering off; gateway routing ${values.policy}, admission targets out of reach (no shedding)`);
+  notes.push(`nginx: 1 worker, least_conn, keepalive to the upstreams, proxy_buffering off; gateway routing ${values.policy}, admission targets out of reach (no shedding), connect timeout 30 s`);
   for (const [mode, frames] of Object.entries(profiles)) {
     notes.push(`gateway main thread, ${mode}, perf self time (CPU-time samples): ${frames.map((f) => `${f.symbol} ${fmt(f.pct, 1)}%`).join('; ')}`);
   }
