@@ -156,7 +156,11 @@ export async function relaySaturation(args: string[], repoRoot: string, logDir: 
             ...PERMISSIVE_ADMISSION,
             // The pool's engine figures (KV blocks, step times) are the mocks' profile's: with tiny's 256 blocks
             // admission would hold back all but a few of the 8B mocks' streams.
-            pools: [{ id: 'bench', model: MODEL, mock_profile: stream ? 'llama-8b-a100' : 'tiny', replicas: fleet.replicas.map((r) => ({ id: r.id, url: r.url })) }],
+            // Its TTFT and TPOT targets out of reach too, as the tenant tier's.
+            pools: [{
+              id: 'bench', model: MODEL, mock_profile: stream ? 'llama-8b-a100' : 'tiny', engine: { ttft_target_ms: 3_600_000, tpot_target_ms: 3_600_000 },
+              replicas: fleet.replicas.map((r) => ({ id: r.id, url: r.url })),
+            }],
             ...(JSON.parse(values['gateway-config']) as Record<string, unknown>),
           },
           nodeArgs: [...values['gateway-node-args'].split(' ').filter((a) => a.length > 0), ...(values.perf ? PERF_NODE_ARGS : [])],
