@@ -47,7 +47,9 @@ test('kv-aware on the events index predicts the engines\' hits within 2 points, 
   // Each of four gateways' approximate index learns only the quarter of the placements it made itself.
   const ap4 = await hitRates('approximate', ['--gateways', '4']);
   assert.equal(ap4.index, 'approximate');
-  assert.ok(ap4.measured - ap4.predicted > 0.02, `approximate, four gateways: predicted ${ap4.predicted} vs measured ${ap4.measured} (the control)`);
+  // The control: each under-predicts, and misses by more than the events index of four on the same traffic.
+  const ev4Miss = Math.abs(ev4.predicted - ev4.measured);
+  assert.ok(ap4.measured - ap4.predicted > ev4Miss + 0.005, `approximate, four gateways: predicted ${ap4.predicted} vs measured ${ap4.measured}, against the events index's miss of ${ev4Miss} (the control)`);
   // --prefix-index overrides the config's routing.prefix_index (a race sets events): the same run as the events file
   assert.deepEqual(await hitRates('approximate', ['--prefix-index', 'events']), ev);
 });
