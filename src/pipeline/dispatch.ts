@@ -8,6 +8,7 @@
 //                  what a failure means is decided in src/upstream/retry-policy.ts.
 // Thread: main. Hot path: once per attempt; nothing here runs per chunk.
 import type { Rejection } from '../errors/rejection.ts';
+import { exactForecast } from '../gpu-time/reply-length/reply-forecast.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
 import type { RouteResult } from '../router/route.ts';
 import type { RouteRequest } from '../router/types.ts';
@@ -74,8 +75,11 @@ export class UpstreamJob implements AttemptPlan, ReplyHashing, StoredResponses {
       headersTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 1000 : up.request_timeout_ms,
       bodyTimeoutMs: parsed.stream ? up.first_token_timeout_ms + 60000 : up.request_timeout_ms,
     };
-    // The reply's length as the pool's finished streams predict it (max_tokens only bounds it).
-    const reply = svc.replyLengths?.forecast(pool.id, ctx.route, ctx.tenant?.name ?? null, prompt.promptTokens, maxTokens, parsed.maxTokens !== null);
+    // The reply's length as the pool's finished streams predict it (max_tokens only bounds it), unless the
+    // client said it: vLLM's ignore_eos with a max_tokens sent runs the reply to that cap (a stop string can
+    // still end it sooner, so the cap stays an upper bound, as everywhere).
+    const reply = parsed.maxTokens !== null && parsed.raw['ignore_eos'] === true ? exactForecast(maxTokens)
+      : svc.replyLengths?.forecast(pool.id, ctx.route, ctx.tenant?.name ?? null, prompt.promptTokens, maxTokens, parsed.maxTokens !== null);
     this.routeReq = { poolId: pool.id, adapter: target.adapter, promptTokens: prompt.promptTokens, maxTokens, reply, blockHashes: prompt.blockHashes, excluded: this.excluded };
     ctx.replyForecast = reply ?? null;
     ctx.sequences = parsed.n;
