@@ -19,7 +19,8 @@ before(async () => {
   stack = await startStack({
     // 48 blocks: four of the ~10-block conversations below fit, the fifth evicts the oldest.
     pools: [{ id: '8b', model: MODEL, replicas: [{ profile: 'tiny', model: MODEL, numGpuBlocks: 48, timeScale: 0.1, kvEvents }] }],
-    config: { routing: { prefix_index: 'events' } },
+    // Targets no loaded test machine misses: this file is about the index, and a shed would cut its sequence.
+    config: { routing: { prefix_index: 'events' }, admission: { tpot_target_ms: 5000, ttft_ms_by_tier: { standard: 10_000 } } },
   });
   await caughtUp();
 });
