@@ -2,8 +2,12 @@
 // corrected by the blocks this gateway has dispatched there since, and never below what the gateway's own
 // in-flight requests have reserved. Scrapes lag by up to one interval; without the correction a burst
 // arriving between two scrapes would see the same free space N times over (the thundering herd every
-// scrape-driven router hits). Finished requests are not credited until the next scrape: the estimate errs
-// on the side of fuller, for at most one scrape interval.
+// scrape-driven router hits). The correction counts only dispatches still in flight: what was dispatched since
+// the scrape and has finished is free again (vLLM counts a finished request's blocks as free, cached or not),
+// and what is still in flight is inside the ledger's reservations, so the correction is at most those. Without
+// that bound, requests that come and go faster than one scrape interval pile up as phantom use: a replica with
+// nothing of ours in flight looked full and admission refused it. Requests that finished after the scrape
+// stay inside its figures until the next one: that part errs fuller, for at most one interval.
 // Rows older than stale_ms are not trusted at all: `fresh` is false and the caller treats the load as unknown.
 // Shared by the KV-aware policy (to avoid replicas past their headroom) and admission control (the pool's
 // budget), so both see one number. Thread: the acceptor; per-thread state (the ledger snapshot at each scrape).
@@ -87,7 +91,9 @@ export class KvEstimator {
     out.waiting = row.waiting;
     out.prefillTokensTotal = row.prefixQueriesTotal > 0 ? row.prefixQueriesTotal - row.prefixHitsTotal : Number.NaN;
     const scraped = Number.isNaN(row.kvUsage) || Number.isNaN(row.numGpuBlocks) ? 0 : row.kvUsage * row.numGpuBlocks;
-    const corrected = scraped + (since > 0 ? since : 0);
+    // Dispatched since the scrape and still running is at most what in-flight requests reserve.
+    const stillIn = since < reserved ? since : reserved;
+    const corrected = scraped + (stillIn > 0 ? stillIn : 0);
     out.usedBlocks = corrected > reserved ? corrected : reserved;
     return out.fresh;
   }

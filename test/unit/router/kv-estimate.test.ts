@@ -1,4 +1,4 @@
-// KvEstimator: scraped KV use corrected by the ledger's dispatches since that scrape, never below the
+// KvEstimator: scraped KV use corrected by the ledger's dispatches since that scrape that are still in flight, never below the
 // ledger's reservations, stale and missing rows flagged, reset after a restart.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -43,7 +43,7 @@ void test('a fresh row reports the scraped usage, its queues, its prefill tokens
   assert.ok(Number.isNaN(s.prefillTokensTotal));
 });
 
-void test('blocks dispatched after the first look at a scrape are added until the next scrape', () => {
+void test('blocks dispatched after the first look at a scrape are added while their requests run, until the next scrape', () => {
   const fleet = new RowFleet();
   fleet.rows[1] = scraped({});
   const kv = new KvEstimator(fleet, 4, 5000);
@@ -52,9 +52,13 @@ void test('blocks dispatched after the first look at a scrape are added until th
   const e = fleet.ledger.dispatch(1, 1600, 0, 16); // 100 blocks
   kv.read(1, s);
   assert.equal(s.usedBlocks, 350, '250 scraped + 100 dispatched since');
+  const f = fleet.ledger.dispatch(1, 800, 0, 16); // 50 blocks
   fleet.ledger.end(e);
   kv.read(1, s);
-  assert.equal(s.usedBlocks, 350, 'a finished request is not credited before the next scrape (errs fuller)');
+  assert.equal(s.usedBlocks, 300, 'a request that finished since the scrape is free again; the one still running is not');
+  fleet.ledger.end(f);
+  kv.read(1, s);
+  assert.equal(s.usedBlocks, 250, 'nothing of ours in flight: the scrape alone');
   fleet.rows[1] = scraped({ lastGoodScrapeMs: 10_050, kvUsage: 0.3 });
   fleet.now = 10_100;
   kv.read(1, s);
