@@ -45,8 +45,16 @@ export class GpuFit {
 
   /** Judges `slot` for `req`, which has waited `waitedMs` already; true when it fits now. */
   judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
+    return this.decide(gpu, req, slot, gpu.predict(req, slot, cachedBlocks, this.p), tierMs, waitedMs, ttftMargin, tpotMargin);
+  }
+
+  /**
+   * judge() on a prediction already made (`p`, for `req` on `slot`): kv-aware's scorer asks it of every
+   * candidate it has just predicted, so the router's fit and admission's are one rule. worthQueueing and
+   * record read this.p: they follow judge(), not decide() on another prediction.
+   */
+  decide(gpu: GpuTimeModel, req: RouteRequest, slot: number, p: GpuPrediction, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
     const fig = gpu.figures(req.poolId);
-    const p = gpu.predict(req, slot, cachedBlocks, this.p);
     this.certain = false;
     if (fig === undefined || Number.isNaN(p.ttftMs)) {
       this.waitMs = 0;

@@ -30,6 +30,11 @@ export class CandidateTable {
   /** The ledger's outstanding tokens there, and what this request would add there (uncached + max_tokens). */
   readonly outstanding: Float64Array;
   readonly addTokens: Float64Array;
+  /**
+   * Admission's GPU-time verdict for this request there (src/admission/gpu-fit.ts: TTFT and TPOT within their
+   * limits, no stream harmed, or its worst case within budget where the model sees everything): 1 = passes.
+   */
+  readonly gpuFits: Uint8Array;
   /** Filter verdicts: 1 = passes. */
   readonly fits: Uint8Array;
   readonly allowed: Uint8Array;
@@ -52,6 +57,7 @@ export class CandidateTable {
     this.inflight = new Int32Array(slots);
     this.outstanding = new Float64Array(slots);
     this.addTokens = new Float64Array(slots);
+    this.gpuFits = new Uint8Array(slots);
     this.fits = new Uint8Array(slots);
     this.allowed = new Uint8Array(slots);
     this.weight = new Float64Array(slots);

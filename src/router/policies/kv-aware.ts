@@ -44,28 +44,25 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
   readonly index: PrefixIndex;
   readonly gpu: GpuTimeModel;
   private readonly table: CandidateTable;
-  private readonly scorer = new GpuTimeScorer();
+  private readonly scorer: GpuTimeScorer;
   private readonly loadBound: LoadBoundFilter;
   private readonly headroom: HeadroomFilter;
   private readonly rendezvous: Rendezvous;
   private readonly picker = new TieredPicker();
   private readonly coldPrefixBlocks: number;
   private readonly coldKeyBlock: number;
-  private readonly ttftMargin: number;
-  private readonly tpotMargin: number;
 
   constructor(o: KvAwareOptions) {
     const slots = o.fleet.ledger.slots;
     this.index = o.index;
     this.gpu = o.gpu ?? new GpuTimeModel(o.pools, o.fleet, o.staleMs);
     this.table = new CandidateTable(slots);
+    this.scorer = new GpuTimeScorer(o.ttftMargin, o.tpotMargin);
     this.loadBound = new LoadBoundFilter(o.loadBoundEpsilon);
     this.headroom = new HeadroomFilter(o.headroomRatio, o.connectionsPerReplica);
     this.rendezvous = new Rendezvous(slots);
     this.coldPrefixBlocks = o.coldPrefixBlocks;
     this.coldKeyBlock = o.coldKeyBlock;
-    this.ttftMargin = o.ttftMargin;
-    this.tpotMargin = o.tpotMargin;
   }
 
   pick(req: RouteRequest, eligible: readonly number[], fleet: FleetView, out: Decision): number {
@@ -79,7 +76,7 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
     this.scorer.score(req, t, fleet, this.gpu, this.index);
     this.loadBound.mark(t);
-    this.headroom.mark(t, fig.tpotLimitMs(this.tpotMargin), this.ttftMargin);
+    this.headroom.mark(t);
 
     const cold = blocks > 0 && maxMatch <= this.coldPrefixBlocks;
     let chosen: number;

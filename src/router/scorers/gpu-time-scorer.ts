@@ -2,13 +2,15 @@
 // (src/gpu-time/: the prefill queued ahead and its own uncached work over the replica's learned rate, riding
 // in decode steps at its batch, plus an adapter load when not resident). Also fills what the filters read:
 // the TPOT that replica's batch would have once the request joins (decode step / (1 − ρ), ρ its prefill
-// share), KV use after it, the TTFT budget, and the ledger's outstanding tokens with what it adds (its
-// uncached prompt and its expected reply, as the ledger counts it).
+// share), KV use after it, the TTFT budget, the ledger's outstanding tokens with what it adds (its
+// uncached prompt and its expected reply, as the ledger counts it), and admission's GPU-time verdict on the
+// same prediction (GpuFit.decide), so that the router's fit and admission's are one rule.
 // Stale rows: the scraped part is unknown, so only the ledger's figures count; the picker ranks them last.
 // Thread: the acceptor. Hot path: one model prediction and one ledger load per candidate, no allocation.
 import { LEDGER_OUTSTANDING_TOKENS } from '../../registry/inflight-ledger.ts';
 import { GpuPrediction, type GpuTimeModel } from '../../gpu-time/gpu-time-model.ts';
 import { meanReplyTokens } from '../../gpu-time/reply-length/reply-forecast.ts';
+import { GpuFit } from '../../admission/gpu-fit.ts';
 import type { CandidateTable } from '../candidate-table.ts';
 import type { PrefixIndex } from '../prefix-index.ts';
 import type { FleetView, RouteRequest } from '../types.ts';
@@ -16,6 +18,15 @@ import type { FleetView, RouteRequest } from '../types.ts';
 export class GpuTimeScorer {
   readonly name = 'gpu-time-scorer';
   private readonly p = new GpuPrediction();
+  private readonly fit = new GpuFit();
+  private readonly ttftMargin: number;
+  private readonly tpotMargin: number;
+
+  /** The margins admission judges with (admission.ttft_margin, .tpot_margin). */
+  constructor(ttftMargin = 1, tpotMargin = 1) {
+    this.ttftMargin = ttftMargin;
+    this.tpotMargin = tpotMargin;
+  }
 
   score(req: RouteRequest, t: CandidateTable, fleet: FleetView, model: GpuTimeModel, index: PrefixIndex): void {
     const ledger = fleet.ledger;
@@ -36,6 +47,9 @@ export class GpuTimeScorer {
       t.ownTtftMs[i] = p.ownTtftMs;
       t.kvAfter[i] = p.kvAfter;
       t.harm[i] = p.harm;
+      // Admission's own verdict on this prediction (no second prediction): the tier's budget admission set
+      // on the request, nothing waited yet.
+      t.gpuFits[i] = this.fit.decide(model, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin) ? 1 : 0;
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
       const uncached = req.promptTokens - matched * model.figures(req.poolId)!.blockSize;

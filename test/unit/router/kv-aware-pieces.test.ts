@@ -11,6 +11,8 @@ import { GpuTimeScorer } from '../../../src/router/scorers/gpu-time-scorer.ts';
 import { predictedCachedTokens } from '../../../src/router/cached-tokens.ts';
 import { GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
 import { PoolFigures } from '../../../src/gpu-time/pool-figures.ts';
+import { GpuFit } from '../../../src/admission/gpu-fit.ts';
+import { Decision } from '../../../src/router/types.ts';
 import { FixtureFleet, fixtureConfig, hashes, request } from './fleet-fixture.ts';
 
 const cfg8b = fixtureConfig(['a']);
@@ -81,20 +83,43 @@ void test('TTFT budget: a prompt over 4,000 tokens may take 1.25 × its idle TTF
   assert.ok(t.ttftMs[0]! <= t.budgetMs[0]!, 'an idle replica meets a long prompt\'s budget');
 });
 
-void test('headroom filter: KV after the request, TPOT after joining, TTFT within its budget, the connection cap, no stream harmed', () => {
+void test('the scorer\'s fit verdict is admission\'s own: a replica holding only our queued prefill takes a request whose worst case fits its budget', () => {
+  const fleet = new FixtureFleet(['a']);
+  const model = new GpuTimeModel(cfg8b.pools, fleet, 5000);
+  // 2,400 tokens of ours await their first token there; nothing else runs: the model sees everything.
+  const first = request(hashes(150, 7), { promptTokens: 2400 });
+  const d = new Decision();
+  d.slot = 0;
+  fleet.ledger.dispatch(0, 2400, 0, 16);
+  model.dispatched(0, first, d);
+  const req = request(hashes(75, 1), { promptTokens: 1208 });
+  const t = new CandidateTable(1);
+  t.begin([0]);
+  t.matched[0] = 0;
+  new GpuTimeScorer(0.5, 0.6).score(req, t, fleet, model, new PrefixIndex({ entries: 64, slots: 1 }));
+  // Past half its 400 ms budget (the margin) but its worst case within the budget: admission takes it, so does the router.
+  assert.ok(t.ttftMs[0]! > 0.5 * 400 && t.ttftMs[0]! < 400, `${t.ttftMs[0]}`);
+  const g = new GpuFit();
+  assert.equal(g.judge(model, req, 0, 0, 400, 0, 0.5, 0.6), true);
+  assert.equal(g.certain, true);
+  assert.equal(t.gpuFits[0], 1);
+  new HeadroomFilter(0.15, 4).mark(t);
+  assert.equal(t.fits[0], 1);
+});
+
+void test('headroom filter: KV after the request, the connection cap, and admission\'s GPU-time verdict', () => {
   const f = new HeadroomFilter(0.15, 4);
-  const rows: Array<[kvAfter: number, stepMs: number, inflight: number, fits: number, ttftMs?: number, budgetMs?: number, harm?: number]> = [
-    [0.5, 20, 0, 1], [0.85, 20, 0, 1], [0.86, 20, 0, 0], [Number.NaN, 20, 0, 1], [0.5, 50, 0, 1], [0.5, 50.1, 0, 0], [0.5, 20, 3, 1], [0.5, 20, 4, 0],
-    [0.5, 20, 0, 1, 400, 400], [0.5, 20, 0, 0, 400.1, 400], [0.5, 20, 0, 1, 5000, 5500],
-    // a stream there pushed past its own TPOT target by this request's prefill: does not fit, whatever the rest
-    [0.5, 20, 0, 0, 100, 400, 1], [0.5, 20, 0, 1, 100, 400, 0],
+  const rows: Array<[kvAfter: number, inflight: number, gpuFits: number, fits: number]> = [
+    [0.5, 0, 1, 1], [0.85, 0, 1, 1], [0.86, 0, 1, 0], [Number.NaN, 0, 1, 1], [0.5, 3, 1, 1], [0.5, 4, 1, 0],
+    // admission's rule refuses it (TTFT, TPOT or a harmed stream): does not fit, whatever the rest
+    [0.5, 0, 0, 0], [Number.NaN, 0, 0, 0],
   ];
   const t = new CandidateTable(rows.length);
   t.begin(rows.map((_, i) => i));
-  rows.forEach(([kv, step, inflight, , ttft, budget, harm], i) => {
-    t.kvAfter[i] = kv; t.stepMs[i] = step; t.inflight[i] = inflight; t.ttftMs[i] = ttft ?? 100; t.budgetMs[i] = budget ?? 400; t.harm[i] = harm ?? 0;
+  rows.forEach(([kv, inflight, gpu], i) => {
+    t.kvAfter[i] = kv; t.inflight[i] = inflight; t.gpuFits[i] = gpu;
   });
-  f.mark(t, 50);
+  f.mark(t);
   assert.deepEqual([...t.fits.subarray(0, rows.length)], rows.map((r) => r[3]));
 });
 
