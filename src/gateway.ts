@@ -21,7 +21,7 @@ import { AcceptorGroup } from './threads/acceptor-group.ts';
 import { uwsIsNative } from './server/uws.ts';
 import { GatewayMetrics } from './metrics/metrics.ts';
 import { createLogger, type Logger, type LogLevel } from './logging/logger.ts';
-import { createTokenizeStage } from './tokenize/tokenize-stage.ts';
+import { createTokenizeStage, poolsWithNewTemplates, warnTemplateProblems } from './tokenize/tokenize-stage.ts';
 import { fleetGaugeSources } from './metrics/fleet-gauges.ts';
 import { ClientConnectionCounter } from './metrics/client-connections.ts';
 import { FREE_PORT_ATTEMPTS, freePort } from './util/free-port.ts';
@@ -176,6 +176,7 @@ export async function startGateway(cfg: GatewayConfig, opts: StartOptions = {}):
       metrics.reconfigure(next);
       const services = path.reload(next);
       warnReach(next);
+      warnTemplateProblems(poolsWithNewTemplates(prev.pools, next.pools), (obj, msg) => log.warn(obj, msg));
       for (const slot of left) services.router.replicaReset(slot);
       await front.reload(services, left);
       log.info({ replicas: next.pools.reduce((n, p) => n + p.replicas.length, 0) }, 'config reloaded');
