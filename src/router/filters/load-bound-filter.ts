@@ -1,9 +1,10 @@
-// The hard load bound (consistent hashing with bounded loads, in tokens): a candidate may take the request
+// The load bound (consistent hashing with bounded loads, in tokens): a candidate may take the request
 // when its in-flight tokens with the request added stay within (1 + ε) × the mean over the candidates,
 // that mean including the request (ε = routing.load_bound_epsilon), or when it is idle. When none may (a
 // request larger than the bound leaves room for anywhere busy), the rule is applied to the load before the
 // request instead, which the least loaded candidate always passes, so near-equal candidates stay eligible
-// and cold placement keeps its rendezvous order.
+// and cold placement keeps its rendezvous order. The picker takes a candidate past the bound only if it fits and
+// none within the bound does (pickers/tiered-picker.ts).
 // In-flight tokens are the ledger's outstanding tokens: prompt not yet prefilled + output not yet generated.
 // Thread: the acceptor. Hot path: two passes over the candidates.
 import type { CandidateTable } from '../candidate-table.ts';

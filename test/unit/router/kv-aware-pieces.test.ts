@@ -6,7 +6,7 @@ import { CandidateTable } from '../../../src/router/candidate-table.ts';
 import { HeadroomFilter } from '../../../src/router/filters/headroom-filter.ts';
 import { LoadBoundFilter } from '../../../src/router/filters/load-bound-filter.ts';
 import { PrefixIndex } from '../../../src/router/prefix-index.ts';
-import { TieredPicker } from '../../../src/router/pickers/tiered-picker.ts';
+import { TIER_FITS, TIER_FITS_PAST_BOUND, TIER_FULL, TIER_STALE, TieredPicker } from '../../../src/router/pickers/tiered-picker.ts';
 import { GpuTimeScorer } from '../../../src/router/scorers/gpu-time-scorer.ts';
 import { predictedCachedTokens } from '../../../src/router/cached-tokens.ts';
 import { GpuTimeModel } from '../../../src/gpu-time/gpu-time-model.ts';
@@ -145,13 +145,17 @@ void test('load-bound filter: within (1 + ε) × the mean including the request,
   }
 });
 
-void test('tiered picker: fits, then fresh but full, then stale; never outside the load bound', () => {
+void test('tiered picker: fits, then fits past the load bound, then fresh but full, then stale; never past the bound unless it fits', () => {
   const cases: Array<{ allowed: number[]; fresh: number[]; fits: number[]; ttft: number[]; pick: number; tier: number }> = [
-    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 1, tier: 0 },
-    { allowed: [1, 0, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 2, tier: 0 },
-    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [0, 1, 0], ttft: [10, 90, 20], pick: 1, tier: 0 },
-    { allowed: [1, 1, 1], fresh: [1, 0, 1], fits: [0, 1, 0], ttft: [30, 5, 20], pick: 2, tier: 1 },
-    { allowed: [1, 1], fresh: [0, 0], fits: [1, 1], ttft: [30, 20], pick: 1, tier: 2 },
+    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 1, tier: TIER_FITS },
+    { allowed: [1, 0, 1], fresh: [1, 1, 1], fits: [1, 1, 1], ttft: [30, 10, 20], pick: 2, tier: TIER_FITS },
+    { allowed: [1, 1, 1], fresh: [1, 1, 1], fits: [0, 1, 0], ttft: [10, 90, 20], pick: 1, tier: TIER_FITS },
+    { allowed: [1, 1, 1], fresh: [1, 0, 1], fits: [0, 1, 0], ttft: [30, 5, 20], pick: 2, tier: TIER_FULL },
+    { allowed: [1, 1], fresh: [0, 0], fits: [1, 1], ttft: [30, 20], pick: 1, tier: TIER_STALE },
+    // None within the bound fits: the one past it that fits is taken rather than a miss within it.
+    { allowed: [0, 1, 1], fresh: [1, 1, 1], fits: [1, 0, 0], ttft: [90, 10, 20], pick: 0, tier: TIER_FITS_PAST_BOUND },
+    // Past the bound and not fitting: never.
+    { allowed: [0, 1], fresh: [1, 1], fits: [0, 0], ttft: [5, 20], pick: 1, tier: TIER_FULL },
   ];
   for (const c of cases) {
     const t = new CandidateTable(3);
@@ -169,6 +173,10 @@ void test('tiered picker: fits, then fresh but full, then stale; never outside t
   assert.equal(new TieredPicker().pickHighestWeight(t), 1, 'highest weight among those that fit');
   t.fits[0] = 0; t.fits[1] = 0;
   assert.equal(new TieredPicker().pickHighestWeight(t), 2, 'none fits: the least TTFT of the full ones');
+  t.fits[0] = 1; t.allowed[0] = 0;
+  const cold = new TieredPicker();
+  assert.equal(cold.pickHighestWeight(t), 0, 'none within the bound fits: the one past it that fits');
+  assert.equal(cold.tier, TIER_FITS_PAST_BOUND);
 });
 
 void test('the cached tokens a replica reports for a held prefix leave the last prompt token to compute', () => {
