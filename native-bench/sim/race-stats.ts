@@ -79,35 +79,18 @@ export async function bisectCapacity(attainment: (rate: number) => Promise<numbe
   let loA = Number.NaN;
   let hiA = Number.NaN;
   let x = o.start;
-  let a = await probe(x);
-  if (a >= o.target) {
-    lo = x;
-    loA = a;
-    for (let i = 0; i < o.maxBracketSteps && hi === null; i++) {
-      x *= o.step;
-      a = await probe(x);
-      if (a >= o.target) {
-        lo = x;
-        loA = a;
-      } else {
-        hi = x;
-        hiA = a;
-      }
-    }
-  } else {
-    hi = x;
-    hiA = a;
-    for (let i = 0; i < o.maxBracketSteps && lo === null; i++) {
-      const guess = a / o.target;
-      x *= Math.max(1 / MAX_DOWN_FACTOR, Math.min(1 / o.step, guess));
-      a = await probe(x);
-      if (a >= o.target) {
-        lo = x;
-        loA = a;
-      } else {
-        hi = x;
-        hiA = a;
-      }
+  let a = Number.NaN;
+  // The first probe at `start`, then up by `step` after passes, down by what the attainment suggests after
+  // fails, until one of each brackets the crossing.
+  for (let i = 0; i <= o.maxBracketSteps && (lo === null || hi === null); i++) {
+    if (i > 0) x *= hi === null ? o.step : Math.max(1 / MAX_DOWN_FACTOR, Math.min(1 / o.step, a / o.target));
+    a = await probe(x);
+    if (a >= o.target) {
+      lo = x;
+      loA = a;
+    } else {
+      hi = x;
+      hiA = a;
     }
   }
   if (lo === null || hi === null) return { lo, loAttainment: loA, hi, hiAttainment: hiA, tried };
