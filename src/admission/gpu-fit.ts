@@ -27,6 +27,7 @@
 //              kv-aware's alone (kv-aware's fit applies the same rule, so it looks for a replica that passes).
 // Thread: the acceptor. Hot path: one prediction per judged replica, no allocation.
 import { GpuPrediction, waitUntilFits, type GpuTimeModel } from '../gpu-time/gpu-time-model.ts';
+import type { PoolFigures } from '../gpu-time/pool-figures.ts';
 import { OWN_TTFT_SLACK, ttftLimitMs } from '../router/filters/headroom-filter.ts';
 import type { Decision, RouteRequest } from '../router/types.ts';
 
@@ -45,22 +46,24 @@ export class GpuFit {
 
   /** Judges `slot` for `req`, which has waited `waitedMs` already; true when it fits now. */
   judge(gpu: GpuTimeModel, req: RouteRequest, slot: number, cachedBlocks: number, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
-    return this.decide(gpu, req, slot, gpu.predict(req, slot, cachedBlocks, this.p), tierMs, waitedMs, ttftMargin, tpotMargin);
+    const fig = gpu.figures(req.poolId);
+    const p = gpu.predict(req, slot, cachedBlocks, this.p);
+    return this.decide(gpu, fig, req, slot, p, fig === undefined ? 0 : gpu.budgetMs(req, tierMs), waitedMs, ttftMargin, tpotMargin);
   }
 
   /**
    * judge() on a prediction already made (`p`, for `req` on `slot`): kv-aware's scorer asks it of every
    * candidate it has just predicted, so the router's fit and admission's are one rule. worthQueueing and
-   * record read this.p: they follow judge(), not decide() on another prediction.
+   * record read this.p: they follow judge(), not decide() on another prediction. `fig` is the pool's figures
+   * and `whole` the request's whole TTFT budget (GpuTimeModel.budgetMs), the same for every candidate: the
+   * caller reads them once per decision.
    */
-  decide(gpu: GpuTimeModel, req: RouteRequest, slot: number, p: GpuPrediction, tierMs: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
-    const fig = gpu.figures(req.poolId);
+  decide(gpu: GpuTimeModel, fig: PoolFigures | undefined, req: RouteRequest, slot: number, p: GpuPrediction, whole: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
     this.certain = false;
     if (fig === undefined || Number.isNaN(p.ttftMs)) {
       this.waitMs = 0;
       return true;
     }
-    const whole = gpu.budgetMs(req, tierMs);
     const budget = whole - waitedMs;
     const limit = waitedMs === 0 || budget > p.ownTtftMs || p.ownTtftMs > whole ? ttftLimitMs(p.ownTtftMs, budget, ttftMargin) : budget;
     this.limitMs = limit;

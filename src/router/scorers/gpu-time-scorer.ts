@@ -31,6 +31,9 @@ export class GpuTimeScorer {
   score(req: RouteRequest, t: CandidateTable, fleet: FleetView, model: GpuTimeModel, index: PrefixIndex): void {
     const ledger = fleet.ledger;
     const p = this.p;
+    // Per decision, not per candidate: the pool's figures and the request's TTFT budget (its tier's, or 1.25 ×
+    // its idle TTFT for a long prompt, which walks the prompt in chunks).
+    const fig = model.figures(req.poolId)!;
     const budget = model.budgetMs(req);
     for (let i = 0; i < t.n; i++) {
       const slot = t.slot[i]!;
@@ -49,10 +52,10 @@ export class GpuTimeScorer {
       t.harm[i] = p.harm;
       // Admission's own verdict on this prediction (no second prediction): the tier's budget admission set
       // on the request, nothing waited yet.
-      t.gpuFits[i] = this.fit.decide(model, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin) ? 1 : 0;
+      t.gpuFits[i] = this.fit.decide(model, fig, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin) ? 1 : 0;
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
-      const uncached = req.promptTokens - matched * model.figures(req.poolId)!.blockSize;
+      const uncached = req.promptTokens - matched * fig.blockSize;
       t.addTokens[i] = (uncached > 0 ? uncached : 0) + meanReplyTokens(req);
     }
   }
