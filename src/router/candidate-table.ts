@@ -15,17 +15,9 @@ export class CandidateTable {
   /** The prefill part of ttftMs, and the tokens of prefill work it covers (queue ahead + own uncached). */
   readonly prefillMs: Float64Array;
   readonly workTokens: Float64Array;
-  /** Predicted TPOT of the batch once this request joins it: decode step / (1 − prefill share of GPU time). */
-  readonly stepMs: Float64Array;
   readonly adapterMs: Float64Array;
-  /** The TTFT this request may be given: its tier's (or the pool's target), at least 1.25 × its idle TTFT when over 4,000 tokens. */
-  readonly budgetMs: Float64Array;
-  /** Its TTFT there with nothing queued ahead (its own prefill, steps, adapter load). */
-  readonly ownTtftMs: Float64Array;
   /** KV use after this request's new blocks, 0..1; NaN when the replica's num_gpu_blocks is unknown. */
   readonly kvAfter: Float64Array;
-  /** Streams there this request's prefill would push past their TPOT target (the GPU-time model's per-stream slack). */
-  readonly harm: Int32Array;
   readonly inflight: Int32Array;
   /** The ledger's outstanding tokens there, and what this request would add there (uncached + max_tokens). */
   readonly outstanding: Float64Array;
@@ -48,12 +40,8 @@ export class CandidateTable {
     this.ttftMs = new Float64Array(slots);
     this.prefillMs = new Float64Array(slots);
     this.workTokens = new Float64Array(slots);
-    this.stepMs = new Float64Array(slots);
     this.adapterMs = new Float64Array(slots);
-    this.budgetMs = new Float64Array(slots);
-    this.ownTtftMs = new Float64Array(slots);
     this.kvAfter = new Float64Array(slots);
-    this.harm = new Int32Array(slots);
     this.inflight = new Int32Array(slots);
     this.outstanding = new Float64Array(slots);
     this.addTokens = new Float64Array(slots);

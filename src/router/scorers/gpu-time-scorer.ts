@@ -1,10 +1,9 @@
 // kv-aware's score, in milliseconds per candidate: the GPU-time model's predicted TTFT of this request there
 // (src/gpu-time/: the prefill queued ahead and its own uncached work over the replica's learned rate, riding
 // in decode steps at its batch, plus an adapter load when not resident). Also fills what the filters read:
-// the TPOT that replica's batch would have once the request joins (decode step / (1 − ρ), ρ its prefill
-// share), KV use after it, the TTFT budget, the ledger's outstanding tokens with what it adds (its
-// uncached prompt and its expected reply, as the ledger counts it), and admission's GPU-time verdict on the
-// same prediction (GpuFit.decide), so that the router's fit and admission's are one rule.
+// KV use after it, the ledger's outstanding tokens with what it adds (its uncached prompt and its expected
+// reply, as the ledger counts it), and admission's GPU-time verdict on the same prediction (GpuFit.decide:
+// TTFT, the TPOT of the batch it joins, no stream harmed), so that the router's fit and admission's are one rule.
 // Stale rows: the scraped part is unknown, so only the ledger's figures count; the picker ranks them last.
 // Thread: the acceptor. Hot path: one model prediction and one ledger load per candidate, no allocation.
 import { LEDGER_OUTSTANDING_TOKENS } from '../../registry/inflight-ledger.ts';
@@ -43,13 +42,9 @@ export class GpuTimeScorer {
       t.fresh[i] = p.fresh ? 1 : 0;
       t.workTokens[i] = p.workAhead;
       t.prefillMs[i] = p.prefillMs;
-      t.stepMs[i] = p.tpotMs;
       t.adapterMs[i] = p.adapterMs;
       t.ttftMs[i] = p.ttftMs;
-      t.budgetMs[i] = budget;
-      t.ownTtftMs[i] = p.ownTtftMs;
       t.kvAfter[i] = p.kvAfter;
-      t.harm[i] = p.harm;
       // Admission's own verdict on this prediction (no second prediction): the tier's budget admission set
       // on the request, nothing waited yet.
       t.gpuFits[i] = this.fit.decide(model, fig, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin) ? 1 : 0;

@@ -60,13 +60,15 @@ void test('predicted TTFT: prefill ahead and own uncached work over the rate, ri
     const t = new CandidateTable(1);
     t.begin([0]);
     t.matched[0] = c.matched;
-    new GpuTimeScorer().score(request(hashes(75, 1), { promptTokens: 1208, adapter: c.adapter ?? null }), t, fleet, new GpuTimeModel(cfg8b.pools, fleet, 5000), index);
+    const model = new GpuTimeModel(cfg8b.pools, fleet, 5000);
+    const req = request(hashes(75, 1), { promptTokens: 1208, adapter: c.adapter ?? null });
+    new GpuTimeScorer().score(req, t, fleet, model, index);
     assert.ok(Math.abs(t.ttftMs[0]! - c.ttft) < 1e-3, `${c.name}: ${t.ttftMs[0]} against ${c.ttft}`);
     if (Number.isNaN(c.kvAfter)) assert.ok(Number.isNaN(t.kvAfter[0]!), c.name);
     else assert.ok(Math.abs(t.kvAfter[0]! - c.kvAfter) < 1e-9, `${c.name}: kv ${t.kvAfter[0]}`);
     assert.equal(t.addTokens[0], 1208 - c.matched * 16 + 100, c.name);
     // The TTFT budget: the pool's 400 ms target (the prompt is under 4,000 tokens).
-    assert.equal(t.budgetMs[0], 400, c.name);
+    assert.equal(model.budgetMs(req), 400, c.name);
   }
 });
 
@@ -75,12 +77,16 @@ void test('TTFT budget: a prompt over 4,000 tokens may take 1.25 × its idle TTF
   const t = new CandidateTable(1);
   t.begin([0]);
   t.matched[0] = 0;
-  new GpuTimeScorer().score(request(hashes(2000, 1), { promptTokens: 32_000 }), t, fleet, new GpuTimeModel(cfg8b.pools, fleet, 5000), new PrefixIndex({ entries: 64, slots: 1 }));
+  const model = new GpuTimeModel(cfg8b.pools, fleet, 5000);
+  const req = request(hashes(2000, 1), { promptTokens: 32_000 });
+  new GpuTimeScorer().score(req, t, fleet, model, new PrefixIndex({ entries: 64, slots: 1 }));
   // 16 chunks of 2,048 (the last 1,280): each a step at batch 1 reading the context before it, plus its work.
   let idle = 0;
   for (let a = 0; a < 32_000; a += 2048) idle += 10.525 + 0.085 * a / 1000 + work(a, Math.min(32_000, a + 2048)) / 12;
-  assert.ok(Math.abs(t.budgetMs[0]! - 1.25 * idle) < 1e-6, `${t.budgetMs[0]} against ${1.25 * idle}`);
-  assert.ok(t.ttftMs[0]! <= t.budgetMs[0]!, 'an idle replica meets a long prompt\'s budget');
+  const budget = model.budgetMs(req);
+  assert.ok(Math.abs(budget - 1.25 * idle) < 1e-6, `${budget} against ${1.25 * idle}`);
+  assert.ok(t.ttftMs[0]! <= budget, 'an idle replica meets a long prompt\'s budget');
+  assert.equal(t.gpuFits[0], 1, 'so admission\'s rule passes it there');
 });
 
 void test('the scorer\'s fit verdict is admission\'s own: a replica holding only our queued prefill takes a request whose worst case fits its budget', () => {
