@@ -37,16 +37,17 @@ async function race(args: SweepArgs): Promise<BenchResult> {
   const cpuMs = (cpu.user + cpu.system) / 1000;
   return {
     title: 'Fleet simulator race: cost per contender',
-    columns: ['policy', 'admission', 'runs', 'simulated requests', 'thread CPU ms', 'CPU ms per simulated request'],
+    columns: ['policy', 'admission', 'runs (twins: taken from the native run)', 'simulated requests', 'thread CPU ms', 'CPU ms per simulated request'],
     rows: plan.contenders.map((c) => {
       const outs = result.runs.filter((o) => o.json.policy === c.policy && o.json.admission === c.admission);
       const n = outs.reduce((s, o) => s + o.simulatedRequests, 0);
       const ms = outs.reduce((s, o) => s + o.cpuMs, 0);
-      return [c.policy, c.admission, outs.length, n, ms.toFixed(0), n > 0 ? (ms / n).toFixed(3) : '–'];
+      const twins = outs.filter((o) => o.twin).length;
+      return [c.policy, c.admission, twins > 0 ? `${outs.length} (${twins} twins)` : outs.length, n, ms.toFixed(0), n > 0 ? (ms / n).toFixed(3) : '–'];
     }),
     notes: [
       `Simulation CPU (the runs' threads): ${runCpuMs.toFixed(0)} ms over ${simulated} simulated requests = ${(runCpuMs / Math.max(1, simulated)).toFixed(3)} ms per simulated request.`,
-      `Process CPU: ${cpuMs.toFixed(0)} ms; ${result.runs.length} runs on ${threads} thread(s), wall ${(wallMs / 1000).toFixed(1)} s.`,
+      `Process CPU: ${cpuMs.toFixed(0)} ms; ${result.runs.filter((o) => !o.twin).length} runs on ${threads} thread(s), wall ${(wallMs / 1000).toFixed(1)} s.`,
       `Admission: ${[...new Set(result.runs.map((o) => o.admission))].join('; ')}.`,
       'Figures exclude the first 10 % of each run (warm-up); requests still streaming 30 s after the last arrival are judged on what they produced.',
     ],

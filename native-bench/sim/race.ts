@@ -12,6 +12,7 @@ import type { PoolCapacity } from './capacity.ts';
 import type { SimPool } from './fleet.ts';
 import { simPolicyNames } from './policies.ts';
 import { bisectCapacity, crossing, goodputPeaks } from './race-stats.ts';
+import { noneTwin } from './run-output.ts';
 import { RunPool } from './run-pool.ts';
 import type { AdmissionMode, PrefixIndexMode, RunOutput, RunSpec } from './run-types.ts';
 import { checkPolicies, planPools, runSettings } from './sweep.ts';
@@ -131,11 +132,24 @@ export class RaceRunner {
   private next = 0;
   private done = 0;
   private readonly log: (line: string) => void;
+  /**
+   * Policies raced under both `none` and `native` (llm-d, llm-d-precise, dynamo): a point of either chain
+   * runs under `native`, and while its admission never acts (llm-d sheds only sheddable requests, and
+   * every simulated tenant is standard tier; dynamo queues only while every worker is past its threshold)
+   * that run is also `none`'s (noneTwin in run-output.ts). On Mooncake the two chains of these policies
+   * were the same runs, three contenders of seventeen.
+   */
+  private readonly twinned: Set<string>;
+  /** `native` runs by policy, seed and point; and the policy|seed pairs whose native admission has acted. */
+  private readonly nativeRuns = new Map<string, Promise<RunOutput>>();
+  private readonly nativeActed = new Set<string>();
 
   constructor(plan: RacePlan, threads: number, log: (line: string) => void = () => {}) {
     this.plan = plan;
     this.pool = new RunPool(threads);
     this.log = log;
+    const has = (policy: string, admission: AdmissionMode): boolean => plan.contenders.some((c) => c.policy === policy && c.admission === admission);
+    this.twinned = new Set(plan.contenders.filter((c) => c.admission === 'none' && has(c.policy, 'native')).map((c) => c.policy));
   }
 
   private spec(c: Contender, seed: number, point: { axis: 'load' | 'speed'; x: number } | { rps: number }): RunSpec {
@@ -159,10 +173,42 @@ export class RaceRunner {
   private async runOne(spec: RunSpec, priority: number): Promise<RunOutput> {
     const out = await this.pool.submit(spec, priority);
     this.done++;
+    this.logRun(out, '');
+    return out;
+  }
+
+  private logRun(out: RunOutput, note: string): void {
     const j = out.json;
     const at = j.load !== null ? `${j.load}×` : j.speed !== null ? `speed ${j.speed}` : `${j.rps} rps`;
-    this.log(`[${this.done} runs] ${j.policy}/${j.admission} seed ${j.seed} ${at}: offered ${j.offered_rps} rps, SLO met ${(j.slo_attainment * 100).toFixed(1)} %`);
-    return out;
+    this.log(`[${this.done} runs] ${j.policy}/${j.admission} seed ${j.seed} ${at}: offered ${j.offered_rps} rps, SLO met ${(j.slo_attainment * 100).toFixed(1)} %${note}`);
+  }
+
+  /**
+   * One point of a chain. For a twinned policy under `none` or `native` the native run is made (once, for
+   * whichever chain asks first) and `none` takes its twin while the native admission has not acted; after
+   * it has acted at some point of a seed, that seed's `none` points run on their own.
+   */
+  private async probe(c: Contender, seed: number, point: { axis: 'load' | 'speed'; x: number } | { rps: number }, priority: number): Promise<RunOutput> {
+    const pair = `${c.policy}|${seed}`;
+    if (c.admission === 'expediter' || !this.twinned.has(c.policy) || (c.admission === 'none' && this.nativeActed.has(pair))) {
+      return this.runOne(this.spec(c, seed, point), priority);
+    }
+    const key = `${pair}|${'rps' in point ? `rps ${point.rps}` : point.x}`;
+    let native = this.nativeRuns.get(key);
+    if (native === undefined) {
+      native = this.runOne(this.spec({ policy: c.policy, admission: 'native' }, seed, point), priority).then((out) => {
+        if (out.nativeInterventions !== 0) this.nativeActed.add(pair);
+        return out;
+      });
+      this.nativeRuns.set(key, native);
+    }
+    const out = await native;
+    if (c.admission === 'native') return out;
+    const spec = this.spec(c, seed, point);
+    const twin = noneTwin(out, spec);
+    if (twin === null) return this.runOne(spec, priority);
+    this.logRun(twin, ' (the native run: its admission never acted)');
+    return twin;
   }
 
   private async chain(c: Contender, seed: number, start: number): Promise<Chain> {
@@ -170,7 +216,7 @@ export class RaceRunner {
     const runs: RunOutput[] = [];
     const byRate = new Map<number, RunOutput>();
     const r = await bisectCapacity(async (x) => {
-      const out = await this.runOne(this.spec(c, seed, { axis: p.axis, x: round4(x) }), runs.length);
+      const out = await this.probe(c, seed, { axis: p.axis, x: round4(x) }, runs.length);
       runs.push(out);
       byRate.set(x, out);
       return out.json.slo_attainment;

@@ -4,7 +4,8 @@
 import { readFileSync } from 'node:fs';
 import type { RunFigures } from './metrics.ts';
 import type { RunJson, RunOutput, RunSpec } from './run-types.ts';
-import { simulateRun } from './sim-run.ts';
+import { ADMIT_ALL_DESCRIPTION } from './native-admission/admit-all.ts';
+import { admissionNote, simulateRun } from './sim-run.ts';
 
 function round(x: number, digits: number): number | null {
   if (!Number.isFinite(x)) return null;
@@ -72,5 +73,27 @@ export function executeRun(spec: RunSpec): RunOutput {
     cpuMs: threadCpuMs() - c0,
     failed: state.figures.failed,
     admission: state.admission,
+    nativeInterventions: state.nativeInterventions,
+    twin: false,
+  };
+}
+
+/**
+ * The run `none` would have made at `spec`, from the same point's `native` run whose admission never acted
+ * (nativeInterventions 0): with nothing rejected and nothing queued, the native admission routed every
+ * request on arrival, as `none` does, so every event of the two runs is the same (run-twins.test.ts runs
+ * both and compares). Only the admission's labels differ. Null when the native run did act, or is not one.
+ */
+export function noneTwin(native: RunOutput, spec: RunSpec): RunOutput | null {
+  if (native.nativeInterventions !== 0 || spec.admission !== 'none') return null;
+  return {
+    ...native,
+    index: spec.index,
+    json: { ...native.json, admission: 'none' },
+    admission: admissionNote('none', ADMIT_ALL_DESCRIPTION, spec.retryShed),
+    nativeInterventions: null,
+    simulatedRequests: 0,
+    cpuMs: 0,
+    twin: true,
   };
 }

@@ -119,4 +119,8 @@ export interface RunOutput {
   failed: number;
   /** How admission was done in this run (the controller's name, or that everything was admitted). */
   admission: string;
+  /** `native`: requests its admission rejected or queued (0: the run is the same as under `none`); else null. */
+  nativeInterventions: number | null;
+  /** Not run: the `none` twin of a `native` run whose admission never acted (run-output.ts noneTwin); no CPU, no requests of its own. */
+  twin: boolean;
 }

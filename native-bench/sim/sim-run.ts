@@ -41,6 +41,13 @@ export interface RunState {
   prefixIndex: GatewayConfig['routing']['prefix_index'];
   /** Where the run's window of a trace starts, trace seconds; null for seed-mix. */
   traceWindowS: number | null;
+  /** `native`: requests the native admission rejected or queued, over every gateway; else null. */
+  nativeInterventions: number | null;
+}
+
+/** How the run admitted, for its notes: the mode, then what it does. */
+export function admissionNote(mode: AdmissionMode, description: string, retryShed: boolean): string {
+  return `${mode}: ${description}${retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`;
 }
 
 export interface SimOptions {
@@ -207,14 +214,19 @@ export class FleetSim implements RequestSink {
     for (const lr of [...this.live]) this.settle(lr, false);
     for (const e of this.engines) e?.close();
     let restartsSeen = 0;
-    for (const g of this.gateways) restartsSeen += g.restartsSeen;
+    let interventions = 0;
+    for (const g of this.gateways) {
+      restartsSeen += g.restartsSeen;
+      interventions += g.native?.interventions ?? 0;
+    }
     return {
       figures: this.metrics.figures(this.durationMs - this.warmupMs),
       simulatedRequests: this.simulated,
       restartsSeen,
       prefixIndex: this.prefixIndex,
       traceWindowS: null,
-      admission: `${this.admissionMode}: ${this.gateways[0]!.native?.description ?? `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)`}${this.retryShed ? ', shed requests retried after Retry-After' : ', shed requests not retried'}`,
+      nativeInterventions: this.admissionMode === 'native' ? interventions : null,
+      admission: admissionNote(this.admissionMode, this.gateways[0]!.native?.description ?? `the gateway's AdmissionController per gateway (headroom ${this.headroom}, every tenant standard tier)`, this.retryShed),
     };
   }
 

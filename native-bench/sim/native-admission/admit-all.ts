@@ -6,11 +6,15 @@
 import type { AdmissionDone, AdmissionRequest, RouteStep } from '../../../src/admission/types.ts';
 import type { NativeAdmission } from './types.ts';
 
+/** AdmitAll's description unless its caller names the system whose default it stands for. */
+export const ADMIT_ALL_DESCRIPTION = 'none: every request routed on arrival';
+
 export class AdmitAll implements NativeAdmission {
   readonly description: string;
+  readonly interventions = 0;
   private readonly router: RouteStep;
 
-  constructor(router: RouteStep, description = 'none: every request routed on arrival') {
+  constructor(router: RouteStep, description = ADMIT_ALL_DESCRIPTION) {
     this.router = router;
     this.description = description;
   }

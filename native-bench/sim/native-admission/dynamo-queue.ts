@@ -38,6 +38,10 @@ export class DynamoRouterQueue implements NativeAdmission {
   /** Requests that waited in the queue (for tests and the run's notes). */
   queued = 0;
 
+  get interventions(): number {
+    return this.queued;
+  }
+
   constructor(o: { fleet: FleetView; router: RouteStep; clock: Clock; load: DynamoLoad; maxNumBatchedTokens: number; threshold?: number }) {
     this.fleet = o.fleet;
     this.router = o.router;

@@ -24,6 +24,10 @@ export class LlmdLegacyAdmission implements NativeAdmission {
   /** Sheddable requests rejected (for tests and the run's notes). */
   rejected = 0;
 
+  get interventions(): number {
+    return this.rejected;
+  }
+
   constructor(fleet: FleetView, router: RouteStep) {
     this.detector = new UtilizationDetector(fleet);
     this.router = router;

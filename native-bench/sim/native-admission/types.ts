@@ -13,4 +13,9 @@ export interface SimAdmission {
 /** One native admission: what it does, and where upstream says so (for the run's notes and the README). */
 export interface NativeAdmission extends SimAdmission {
   readonly description: string;
+  /**
+   * Requests this admission did anything to but route at once (rejected, or queued): while it is 0 the run
+   * is decision for decision the same as one that admits everything (the race's twin runs, race.ts).
+   */
+  readonly interventions: number;
 }
