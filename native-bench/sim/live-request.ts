@@ -125,8 +125,10 @@ export class LiveRequest implements EngineRequestEvents {
     gw.replies.finished(this.route.reply!, this.tokens);
     // The engine cached the reply's blocks under the conversation's chain (the spec's outputBlockHashes),
     // as vLLM caches a finished sequence; the gateway hashes the reply it relayed, every finished turn,
-    // and reports the full blocks its tokens filled.
-    gw.router.finished(this.route, this.decision!, this.cachedTokens, this.producedReplyHashes());
+    // and reports the full blocks its tokens filled; not where the engine's KV events serve the router
+    // (they report those blocks), as the live gateway (src/pipeline/upstream-attempt.ts).
+    const d = this.decision!;
+    gw.router.finished(this.route, d, this.cachedTokens, d.engineReportsReply ? null : this.producedReplyHashes());
     // Settled before admission pumps its queue, so the pump's dispatches see this request gone.
     sink.settle(this, true);
     gw.admission.released(this.route.poolId, this.reserved);

@@ -9,6 +9,8 @@
 // reply that ended with stop or length: the relay collects a stream's text (one string append per token
 // event), a non-streaming body's text is read after it was sent, and the hashes are computed after the
 // response ended (inline: before the next I/O event, so before the conversation's next turn can arrive).
+// Not where the replica's KV events serve the router (Decision.engineReportsReply): its engine reports the
+// reply's blocks itself, exactly, so the text is neither collected nor hashed.
 // Thread: main. Hot path: onData per upstream chunk (one cork, one relay.push, two Atomics for the ledger).
 import { errorBody } from '../errors/openai-error-body.ts';
 import type { Rejection } from '../errors/rejection.ts';
@@ -57,8 +59,10 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
   private settled = false;
   /** Cached prompt tokens the replica reported for this attempt; null until (unless) it says. */
   private reportedCached: number | null = null;
-  /** The text of a reply that finished with stop or length, when plan.replies wants it; else null. */
+  /** The text of a reply that finished with stop or length, when learnsReply; else null. */
   private reply: string | null = null;
+  /** plan.replies wants this attempt's reply: set at dispatch, once the router says whether the engine reports it. */
+  private learnsReply = false;
   private replyFinish: 'stop' | 'length' = 'stop';
   private readonly ctx: RequestContext;
   private readonly plan: AttemptPlan;
@@ -100,6 +104,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
       ctx.predictedCachedTokens = predictedCachedTokens(d.cachedBlocks, req.promptTokens, plan.blockSize);
       this.entry = plan.ledger.dispatch(d.slot, req.promptTokens, plan.reservedOutputTokens, plan.blockSize, uncached > 0 ? uncached : 0, req.reply ?? null, plan.sequences ?? 1);
       plan.router.dispatched(req, d);
+      this.learnsReply = plan.replies != null && !d.engineReportsReply;
       this.dispatchedAt = performance.now();
       ctx.phase = 'upstream_wait';
       if (ctx.stream) {
@@ -183,7 +188,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
       ctx.phase = 'streaming';
       relay = this.relay = ctx.route === 'responses'
         ? new ResponsesRelay(sink, ctx.maxTokens)
-        : new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat', this.plan.replies != null);
+        : new SseRelay(sink, !ctx.includeUsage, ctx.route === 'chat', this.learnsReply);
       sink.cork(() => {
         sink.begin(200, this.headers);
         this.push(relay!, chunk);
@@ -273,7 +278,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
         ctx.sink.end(body);
       });
       // After the send: the usage figures are for the record, not for the client, so reading them waits.
-      const f = jsonBodyFigures(ctx, body, this.plan.replies != null);
+      const f = jsonBodyFigures(ctx, body, this.learnsReply);
       this.reportedCached = f.cached;
       this.storedBy(f.responseId, f.outputTexts);
       this.keepReply(f.reply);
@@ -345,7 +350,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
   /** Keeps a complete reply's text for its block hashes: only when the policy takes them and it ended with stop or length. */
   private keepReply(text: string | null): void {
     const finish = this.ctx.finishReason;
-    if (this.plan.replies == null || text === null || !finishedReply(finish)) return;
+    if (!this.learnsReply || text === null || !finishedReply(finish)) return;
     this.reply = text;
     this.replyFinish = finish;
   }
@@ -368,6 +373,7 @@ export class UpstreamAttempt implements UpstreamHandler, Watched {
     router.ended(routeReq, d, entry.outputTokens);
     const cached = this.reportedCached;
     if (replies == null || this.reply === null) {
+      // No reply to hash (not learnt, not finished, or the engine reports it): the policy hears the end alone.
       router.finished(routeReq, d, cached, null);
       return;
     }

@@ -144,6 +144,7 @@ export class Router {
   }
 
   dispatched(req: RouteRequest, d: Decision): void {
+    d.engineReportsReply = this.index !== null && this.index.servedBy(d.slot) === 'events';
     this.index?.checkDispatched?.(req, d);
     this.gpu?.dispatched(d.slot, req, d);
     this.policy.dispatched?.(d.slot, req, d);

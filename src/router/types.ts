@@ -92,6 +92,14 @@ export class Decision {
   eventsCachedBlocks = -1;
   eventsEpoch = 0;
   /**
+   * The chosen replica's KV events serve the router's lookups (routing.prefix_index: events, its stream
+   * live): its engine reports the reply's blocks as it caches them, so the gateway neither collects the reply's
+   * text nor hashes it (set by Router.dispatched). Cost of that choice: if the stream later falls back, the
+   * approximate index lacks this reply's blocks, and the conversation's next turn there predicts fewer hits
+   * until the replica's cached_tokens report corrects it.
+   */
+  engineReportsReply = false;
+  /**
    * The chosen replica can take the request without crossing its KV headroom or connection cap. False means
    * the policy picked the least bad replica of a full pool: admission control queues such a request.
    */

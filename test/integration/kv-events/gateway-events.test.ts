@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { startGateway, type Gateway } from '../../../src/gateway.ts';
 import { createLogger } from '../../../src/logging/logger.ts';
 import { Stat } from '../../../src/registry/kv-events/events-index.ts';
+import type { PromptTokenizer } from '../../../src/tokenize/prompt-tokenizer.ts';
 import { startMockReplica, type MockReplica } from '../../helpers/mock-replicas.ts';
 import { freeKvEventsEndpoint } from '../../helpers/port-pair.ts';
 import { ALPHA_KEY, startStack, waitFor, type TestStack } from '../../helpers/start-gateway.ts';
@@ -90,7 +91,14 @@ const url = (a: Answer): string => answeredBy.get(a.requestId) ?? stack.url;
 
 const topic = (name: string, n: number): string => Array.from({ length: n }, (_, i) => `${name} fact ${i} is worth noting.`).join(' ');
 
+/** Replies the gateway's tokenizer has hashed (inline or on a worker). */
+function repliesHashed(): number {
+  const st = (gw().services.tokenizer as PromptTokenizer).stats();
+  return st.replyInline + st.replyPooled;
+}
+
 test("a conversation's next turn: the predicted hit covers the previous prompt and reply, as the replica reports", async () => {
+  const hashed = repliesHashed();
   const first = [{ role: 'system', content: topic('astronomy', 40) }, { role: 'user', content: 'Tell me about stars.' }];
   const a1 = await chat(stack.url, first);
   await synced(gw());
@@ -98,6 +106,8 @@ test("a conversation's next turn: the predicted hit covers the previous prompt a
   assert.equal(a2.replica, a1.replica);
   assert.ok(a2.cached > a1.promptTokens, `the reply's blocks are cached too (${a2.cached} > ${a1.promptTokens})`);
   await assertExact(a2, 'next turn');
+  // The engine's events reported the reply's blocks: the gateway neither collected nor hashed the reply.
+  assert.equal(repliesHashed(), hashed, 'no reply hashed where events serve the replica');
 });
 
 test('a prefix evicted on its replica by traffic the gateway never saw: no hit predicted there', async () => {
