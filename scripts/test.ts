@@ -70,6 +70,7 @@ export const BESIDE_SERIAL_NICED = new Set([
   'test/unit/sim/sweep.test.ts',
   'test/unit/tokenize/model-prompt-cache.test.ts',
   'test/unit/load/seed-mix-requests.test.ts',
+  'test/integration/sim/run-twins.test.ts',
 ]);
 
 /**
