@@ -185,6 +185,24 @@ void test('tiered picker: fits, then fits past the load bound, then fresh but fu
   assert.equal(cold.tier, TIER_FITS_PAST_BOUND);
 });
 
+void test('tiered picker, full tier: the replica holding more of the prompt first, then the lower TTFT; a tier that fits still goes by TTFT', () => {
+  const t = new CandidateTable(3);
+  t.begin([0, 1, 2]);
+  // Every candidate within the bound, fresh, and none fits: the holder of 40 blocks, though slower.
+  [[0, 12], [40, 30], [40, 25]].forEach(([matched, ttft], i) => {
+    t.allowed[i] = 1; t.fresh[i] = 1; t.fits[i] = 0; t.matched[i] = matched!; t.ttftMs[i] = ttft!;
+  });
+  const p = new TieredPicker();
+  assert.equal(p.pickLeastTtft(t), 2, 'the most cached blocks, the lower TTFT of the two holders');
+  assert.equal(p.tier, TIER_FULL);
+  t.matched[1] = 41;
+  assert.equal(p.pickLeastTtft(t), 1);
+  // Where some fit, the least TTFT among them, whatever they hold.
+  t.fits[0] = 1; t.fits[2] = 1;
+  assert.equal(p.pickLeastTtft(t), 0);
+  assert.equal(p.tier, TIER_FITS);
+});
+
 void test('the cached tokens a replica reports for a held prefix leave the last prompt token to compute', () => {
   const cases: Array<[blocks: number, prompt: number, tokens: number]> = [[10, 200, 160], [10, 160, 144], [0, 200, 0], [1, 16, 0], [3, 1000, 48]];
   for (const [b, p, want] of cases) assert.equal(predictedCachedTokens(b, p, 16), want, `${b} blocks of ${p}`);
