@@ -55,17 +55,16 @@ test('a race of dynamo under none and native simulates each shared point once an
   const result = await runRace(plan, 2);
   const none = result.runs.filter((o) => o.json.policy === 'dynamo' && o.json.admission === 'none');
   const native = result.runs.filter((o) => o.json.policy === 'dynamo' && o.json.admission === 'native');
-  const twins = none.filter((o) => o.twin);
-  assert.ok(twins.length > 0, 'the none chain took some points from the native chain');
-  for (const t of twins) {
+  // At the points this race probes (up to about 3×, four replicas) Dynamo's queue never acts (the second test
+  // shows where it does), so every point of the none chain is the native run's: none simulates nothing itself.
+  assert.ok(none.length >= 4 && native.every((o) => o.nativeInterventions === 0), 'the native admission never acted in this race');
+  assert.ok(none.every((o) => o.twin && o.simulatedRequests === 0 && o.cpuMs === 0), 'every none point taken from the native run');
+  for (const t of none) {
     const at = native.find((o) => o.json.load === t.json.load);
-    assert.ok(at !== undefined && at.nativeInterventions === 0, `twin at ${t.json.load}× comes from a native run that never acted`);
+    assert.ok(at !== undefined, `the native chain ran ${t.json.load}× too`);
     assert.deepEqual({ ...t.json, admission: 'native' }, at.json);
   }
-  // Where the queue acted (past capacity), none ran on its own.
-  for (const o of none.filter((x) => !x.twin)) assert.ok(o.simulatedRequests > 0 && o.nativeInterventions === null);
   const capacity = (a: AdmissionMode): number => result.chains.find((c) => c.contender.policy === 'dynamo' && c.contender.admission === a)!.capacityRps;
-  const acted = native.some((o) => o.nativeInterventions! > 0);
-  if (!acted) assert.equal(capacity('none'), capacity('native'));
+  assert.equal(capacity('none'), capacity('native'));
   assert.ok(capacity('none') > 0 && capacity('native') > 0);
 });
