@@ -226,7 +226,10 @@ export const configSchema = z.strictObject({
   routing: z.strictObject({
     policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']).default('kv-aware'),
     params: z.record(z.string(), z.unknown()).default({}),
-    /** kv-aware: no replica takes a request past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). Not swept. */
+    /**
+     * kv-aware, cold prompts only (no replica holds more than cold_prefix_blocks of it): no replica takes one
+     * past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). Warm prompts have no bound.
+     */
     load_bound_epsilon: z.number().min(0).default(0.25),
     /** Prefix index entries (136 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),
