@@ -158,6 +158,16 @@ test('errors arrive as the SDK\'s typed errors with the OpenAI fields', async ()
   await assert.rejects(client.chat.completions.create({ model: 'gpt-fast', messages: [{ role: 'user', content: 'x' }], max_tokens: 9000 }), (err: unknown) => {
     assert.ok(err instanceof OpenAI.BadRequestError);
     assert.equal(err.code, 'context_length_exceeded');
+    assert.match(err.message, /you requested \d+ tokens \(\d+ in the messages, 9000 in the completion\)/);
+    return true;
+  });
+  // A prompt longer than the context, no max_tokens: the input is what is too long, never a negative completion.
+  await assert.rejects(client.chat.completions.create({ model: 'gpt-fast', messages: [{ role: 'user', content: 'word '.repeat(9000) }] }), (err: unknown) => {
+    assert.ok(err instanceof OpenAI.BadRequestError);
+    assert.equal(err.code, 'context_length_exceeded');
+    assert.equal(err.param, 'messages');
+    assert.match(err.message, /maximum context length is 8192 tokens\. However, your request has \d{4,} input tokens\. Please reduce the length of the messages\./);
+    assert.doesNotMatch(err.message, /-\d/);
     return true;
   });
 });
