@@ -227,10 +227,12 @@ export const configSchema = z.strictObject({
     policy: z.enum(['kv-aware', 'round-robin', 'least-outstanding-tokens', 'llm-d', 'llm-d-precise', 'sglang', 'dynamo']).default('kv-aware'),
     params: z.record(z.string(), z.unknown()).default({}),
     /**
-     * kv-aware, cold prompts only (no replica holds more than cold_prefix_blocks of it): no replica takes one
-     * past (1 + ε) × its pool's mean in-flight tokens (idle ones always may). Warm prompts have no bound.
+     * kv-aware, cold prompts (no replica holds more than cold_prefix_blocks of it): no replica takes one past
+     * (1 + ε) × its pool's mean in-flight tokens (idle ones always may) while one within it can serve it in time.
      */
     load_bound_epsilon: z.number().min(0).default(0.25),
+    /** kv-aware, warm prompts: the same bound with this ε (looser: TTFT and fit weigh their load; src/router/policies/kv-aware.ts). */
+    warm_load_bound_epsilon: z.number().min(0).default(1),
     /** Prefix index entries (136 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),
     /**

@@ -38,7 +38,7 @@ export function createPolicy(cfg: GatewayConfig, fleet: FleetView, index?: Prefi
     case 'kv-aware': return new KvAwarePolicy({
       pools: cfg.pools, index: prefixIndex(), fleet, staleMs: cfg.admission.stale_ms,
       headroomRatio: cfg.admission.headroom_ratio, connectionsPerReplica: cfg.upstream.connections_per_replica,
-      loadBoundEpsilon: r.load_bound_epsilon, coldPrefixBlocks: r.cold_prefix_blocks, coldKeyBlock: r.cold_key_block,
+      loadBoundEpsilon: r.load_bound_epsilon, warmLoadBoundEpsilon: r.warm_load_bound_epsilon, coldPrefixBlocks: r.cold_prefix_blocks, coldKeyBlock: r.cold_key_block,
       ttftMargin: cfg.admission.ttft_margin, tpotMargin: cfg.admission.tpot_margin, ...(gpu !== undefined ? { gpu } : {}),
     });
   }

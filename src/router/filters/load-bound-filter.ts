@@ -6,7 +6,7 @@
 // and cold placement keeps its rendezvous order. The picker takes a candidate past the bound only if it fits and
 // none within the bound does (pickers/tiered-picker.ts).
 // In-flight tokens are the ledger's outstanding tokens: prompt not yet prefilled + output not yet generated.
-// kv-aware applies it to cold prompts only (policies/kv-aware.ts says why).
+// kv-aware has two: a tight ε for cold prompts, a looser one for warm prompts (policies/kv-aware.ts says why).
 // Thread: the acceptor. Hot path: two passes over the candidates.
 import type { CandidateTable } from '../candidate-table.ts';
 
@@ -16,11 +16,6 @@ export class LoadBoundFilter {
 
   constructor(epsilon: number) {
     this.factor = 1 + epsilon;
-  }
-
-  /** No bound: every candidate allowed (kv-aware's warm prompts, ranked by predicted TTFT and fit alone). */
-  allowEvery(t: CandidateTable): void {
-    t.allowed.fill(1, 0, t.n);
   }
 
   /** Marks t.allowed; returns how many candidates are within the bound (0 = the fallback applied). */
