@@ -231,7 +231,7 @@ export const configSchema = z.strictObject({
      * (1 + ε) × its pool's mean in-flight tokens (idle ones always may) while one within it can serve it in time.
      */
     load_bound_epsilon: z.number().min(0).default(0.25),
-    /** kv-aware, warm prompts: the same bound with this ε (looser: TTFT and fit weigh their load; src/router/policies/kv-aware.ts). */
+    /** kv-aware, warm prompts: the same bound with this ε (looser: TTFT and fit weigh their load; src/router/README.md). */
     warm_load_bound_epsilon: z.number().min(0).default(1),
     /** Prefix index entries (136 bytes each, shared by every acceptor thread). */
     prefix_index_entries: z.number().int().min(8).default(1_048_576),

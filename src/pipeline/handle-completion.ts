@@ -204,9 +204,10 @@ function checkContext(ctx: RequestContext, parsed: ParsedBody, pool: PoolConfig,
     const what = promptParam(parsed);
     // The prompt alone too long: vLLM's own wording for it (no completion to count, and with max_tokens
     // absent the room left would read as a negative completion).
+    const limit = `This model's maximum context length is ${pool.max_context_tokens} tokens. However,`;
     const message = room <= 0
-      ? `This model's maximum context length is ${pool.max_context_tokens} tokens. However, your request has ${promptTokens} input tokens. Please reduce the length of the ${what}.`
-      : `This model's maximum context length is ${pool.max_context_tokens} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the ${what}, ${maxTokens} in the completion). Please reduce the length of the ${what} or completion.`;
+      ? `${limit} your request has ${promptTokens} input tokens. Please reduce the length of the ${what}.`
+      : `${limit} you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the ${what}, ${maxTokens} in the completion). Please reduce the length of the ${what} or completion.`;
     reply(ctx, { code: 'context_length_exceeded', param: what, message }, []);
     return null;
   }

@@ -3,14 +3,14 @@
 //   tier 1: past the load bound, fresh row, fits            → only when no candidate within the bound fits
 //   tier 2: within the load bound, fresh row, does not fit   → the least bad of a full pool
 //   tier 3: within the load bound, stale row (load unknown, so never preferred to a known one)
-// The load bound (kv-aware: tight for cold prompts, looser for warm ones; policies/kv-aware.ts) ranks;
-// it never turns a request some replica can serve in time into a queued or shed one. When every candidate
-// within the bound misses, the fitting one past it is taken: measured with the tight bound on every prompt
-// (a popular prefix's holder past it on tokens but the one replica whose cached blocks make the
-// TTFT), with the bound as a hard filter, kv-aware on the Mooncake trace (tuning seeds 1-3, kv-aware under Expediter's admission, 2
-// simulated minutes at 18.8-31.1 requests/s, race settings) shed 38-437 requests a run where this sheds 38-407,
-// and met the SLO for 0.1-1.7 points fewer requests at 11 of the 12 rates (0.4 more at one); on Azure's code
-// trace and the seed mix the two agree within 0.6 points. Candidates past the bound that do not fit are never picked (the
+// The load bound (kv-aware: tight for cold prompts, looser for warm ones; policies/kv-aware.ts) ranks; it never
+// turns a request some replica can serve in time into a queued or shed one. When every candidate within the bound
+// misses, the fitting one past it is taken: measured with the tight bound on every prompt (a popular prefix's
+// holder past it on tokens but the one replica whose cached blocks make the TTFT), with the bound as a hard
+// filter, kv-aware on the Mooncake trace (tuning seeds 1-3, kv-aware under Expediter's admission, 2 simulated
+// minutes at 18.8-31.1 requests/s, race settings) shed 38-437 requests a run where this sheds 38-407, and met the
+// SLO for 0.1-1.7 points fewer requests at 11 of the 12 rates (0.4 more at one); on Azure's code trace and the
+// seed mix the two agree within 0.6 points. Candidates past the bound that do not fit are never picked (the
 // filter always leaves at least one in).
 // Key: the lowest predicted TTFT, or (cold prefixes) the highest rendezvous weight; in the full tier the most
 // cached blocks, then the lowest predicted TTFT (before() says why).

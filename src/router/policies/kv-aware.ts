@@ -1,5 +1,5 @@
-// kv-aware: one score in milliseconds (the GPU-time model's predicted TTFT), a load bound (looser for warm prompts), KV-headroom,
-// TTFT-budget and TPOT avoidance, rendezvous placement of cold prefixes, and an approximate prefix index kept
+// kv-aware: one score in milliseconds (the GPU-time model's predicted TTFT), a load bound (looser for warm
+// prompts), KV-headroom, TTFT-budget and TPOT avoidance, rendezvous placement of cold prefixes, and an approximate prefix index kept
 // honest by feedback.
 //   prefix index lookup → gpu-time-scorer → load-bound-filter → headroom-filter → tiered picker
 //   (cold prompt: rendezvous weights as the key instead of TTFT)
@@ -80,21 +80,15 @@ export class KvAwarePolicy implements RoutingPolicy, RoutingFeedback {
     const blocks = req.blockHashes.length;
     const maxMatch = matchPrefix(this.index, req, eligible, fleet, t);
     this.scorer.score(req, t, fleet, this.gpu, this.index);
-    // Two load bounds. A cold prompt is placed by rendezvous weight, which is blind to load: the tight bound
-    // (load_bound_epsilon) is what spreads those. A warm prompt (some replica holds more than
-    // cold_prefix_blocks of it) is ranked by predicted TTFT, which counts the queue, and must fit (TTFT, no
-    // stream pushed past its TPOT, KV headroom): the tight bound only turned it away from a holder that could
-    // serve it in time to a replica that prefilled the prefix again, and those prefills stretched every
-    // running stream's decode steps. Its looser bound (warm_load_bound_epsilon) stays for what the model
-    // cannot see: other gateways' requests arrive at a holder between scrapes, and with no bound four
-    // gateways herded a hot prefix onto it (0.92 of requests within SLO against one gateway's 1.00; 0.97 at
-    // ε 0.25 and 1, 0.96 at 2: test/unit/sim/kv-events.test.ts). Tuned on the simulator's tuning seeds 1-3, kv-aware
-    // under `none`, race settings, 2 simulated minutes: against ε 0.25 for every prompt, warm ε 1 raised the
-    // share within SLO by 3.3 points on average at the seed mix's 2.0/2.2/2.4× load (+0.1 to +8.7) and by 4.3
-    // on Mooncake at speeds 5 and 6 (+1.5 to +8.0); warm ε 2 by 4.0 and 5.5, no bound by 4.4 and 5.7 (at the
-    // cost above); Azure's code trace is all cold (unchanged). Under Expediter's admission warm ε 1 moved the
-    // same points by −0.4 to +0.7. Four gateways on the seed mix (seeds 1-2, 1.5× and 2×)
-    // met the SLO for as many requests at warm ε 1 as at 0.25, or up to 1.5 points more.
+    // Two load bounds. A cold prompt's rendezvous weight is blind to load: the tight bound (load_bound_epsilon)
+    // spreads those. A warm one (a replica holds more than cold_prefix_blocks of it) is ranked by predicted
+    // TTFT, which counts each queue, among the replicas where it fits: the tight bound only sent it from a
+    // holder that could serve it in time to replicas that prefilled the prefix again. Its looser bound
+    // (warm_load_bound_epsilon) stays for what the model cannot see: other gateways' requests between scrapes
+    // (with none, four gateways herded a hot prefix: test/unit/sim/kv-events.test.ts). Tuned on the
+    // simulator's tuning seeds 1-3 (seed mix, Mooncake, Azure; race settings): against 0.25 for every prompt,
+    // warm ε 1 met the SLO for +3.3 points on the seed mix and +4.3 on Mooncake under `admission: none`,
+    // −0.4 to +0.7 under Expediter's; the figures and the widths tried are in src/router/README.md.
     const warm = maxMatch > this.coldPrefixBlocks;
     (warm ? this.warmBound : this.loadBound).mark(t);
     this.headroom.mark(t);
