@@ -128,6 +128,16 @@ export function crossing(lo: number, loAtt: number, hi: number, hiAtt: number, t
   return lo + ((hi - lo) * (loAtt - target)) / (loAtt - hiAtt);
 }
 
+/**
+ * A contender's start on a later seed: its capacity on the first seed times the reference contender's
+ * capacity on this seed over the reference's on the first seed (a seed's window and engine bias move every
+ * contender alike). Null when any of the three is missing or not positive.
+ */
+export function pairedStart(ownFirst: number | null, refFirst: number | null, refThis: number | null): number | null {
+  if (ownFirst === null || refFirst === null || refThis === null || !(ownFirst > 0 && refFirst > 0 && refThis > 0)) return null;
+  return (ownFirst * refThis) / refFirst;
+}
+
 export interface PairedRatio {
   /** Per seed: a / b; null where b is 0 (no ratio). */
   perSeed: Array<number | null>;

@@ -11,7 +11,7 @@ import { UsageError } from './args.ts';
 import type { PoolCapacity } from './capacity.ts';
 import type { SimPool } from './fleet.ts';
 import { simPolicyNames } from './policies.ts';
-import { bisectCapacity, crossing, goodputPeaks } from './race-stats.ts';
+import { bisectCapacity, crossing, goodputPeaks, pairedStart } from './race-stats.ts';
 import { noneTwin } from './run-output.ts';
 import { RunPool } from './run-pool.ts';
 import type { AdmissionMode, PrefixIndexMode, RunOutput, RunSpec } from './run-types.ts';
@@ -29,6 +29,13 @@ export const SLO_ATTAINMENT_TARGET = 0.9;
 export const RATE_TOLERANCE = 0.01;
 /** Bracketing steps of 25 %: past the knee a run costs more (admission queues), so overshoot little. */
 const BRACKET_STEP = 1.25;
+/**
+ * A chain whose start is predicted from its own first seed (pairedStart) brackets in steps of 10 %. On
+ * synthetic attainment curves (the queue's 1/x² fall, ±1 % noise; `race-stats.ts` searches only) a start
+ * within ±5-15 % of the crossing took 3.9-4.8 probes with 10 % steps against 5.0-5.5 with 25 %; past ±30 %
+ * the two tie, so a bad prediction costs nothing. Chosen there, not on any race's seeds.
+ */
+const PAIRED_STEP = 1.1;
 /** 1.25^16 ≈ 35: from the computed capacity down to 3 % of it, or up to 35×. */
 const MAX_BRACKET_STEPS = 16;
 export const OVERLOAD_TIMES = [2, 3] as const;
@@ -71,6 +78,8 @@ export interface Chain {
   runs: RunOutput[];
   /** Highest rate that passed on the axis, null when none did; and that rate in requests/s. */
   lo: number | null;
+  /** Where attainment crossed the target on the axis (lo when the bracket stayed open above); null when nothing passed. */
+  axisCapacity: number | null;
   capacityRps: number;
   /** The bisection never failed (the rate is a lower bound). */
   openAbove: boolean;
@@ -211,7 +220,7 @@ export class RaceRunner {
     return twin;
   }
 
-  private async chain(c: Contender, seed: number, start: number): Promise<Chain> {
+  private async chain(c: Contender, seed: number, start: number, step = BRACKET_STEP): Promise<Chain> {
     const p = this.plan;
     const runs: RunOutput[] = [];
     const byRate = new Map<number, RunOutput>();
@@ -220,7 +229,7 @@ export class RaceRunner {
       runs.push(out);
       byRate.set(x, out);
       return out.json.slo_attainment;
-    }, { start, step: BRACKET_STEP, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS, target: SLO_ATTAINMENT_TARGET });
+    }, { start, step, tolerance: RATE_TOLERANCE, maxBracketSteps: MAX_BRACKET_STEPS, target: SLO_ATTAINMENT_TARGET });
     // Seed-mix: the rate the workload was generated at (load × the pool's computed capacity), the same for
     // every policy at that point; what a window of it happens to offer varies with its bursts. A trace: the
     // rate the compressed trace offered in the measured window (the same requests for every policy). The
@@ -230,7 +239,8 @@ export class RaceRunner {
     const rpsOf = (j: RunOutput['json']): number => (j.load !== null ? j.load * p.capacity.capacityRps : j.offered_rps);
     const capacityRps = lo === null ? 0 : hi === null ? rpsOf(lo) : crossing(rpsOf(lo), lo.slo_attainment, rpsOf(hi), hi.slo_attainment, SLO_ATTAINMENT_TARGET);
     const { peak, bestProbe } = goodputPeaks(runs.map((o) => o.json), SLO_ATTAINMENT_TARGET);
-    return { contender: c, seed, runs, lo: r.lo, capacityRps, openAbove: r.hi === null, peakGoodputRps: peak, bestProbeGoodputRps: bestProbe };
+    const axisCapacity = r.lo === null ? null : r.hi === null ? r.lo : crossing(r.lo, r.loAttainment, r.hi, r.hiAttainment, SLO_ATTAINMENT_TARGET);
+    return { contender: c, seed, runs, lo: r.lo, axisCapacity, capacityRps, openAbove: r.hi === null, peakGoodputRps: peak, bestProbeGoodputRps: bestProbe };
   }
 
   private async overload(ch: Chain): Promise<OverloadRun[]> {
@@ -252,9 +262,12 @@ export class RaceRunner {
   /**
    * Where each chain's search starts, decided by results only (so the same flags give the same JSON
    * whatever finishes first): the first contender on every seed from the pool's computed capacity; every
-   * other contender's first seed from the mean capacity those found; its later seeds from its first seed's.
-   * The computed capacity assumes no queueing and can be several times the SLO capacity (four times on
-   * Azure's code trace): starting every chain there spent most of a race's CPU on runs far past capacity.
+   * other contender's first seed from the mean capacity those found; its later seeds from its first seed's
+   * capacity scaled by how the first contender's capacity moved between those seeds (pairedStart), in
+   * steps of PAIRED_STEP. The computed capacity assumes no queueing and can be several times the SLO
+   * capacity (four times on Azure's code trace): starting every chain there spent most of a race's CPU on
+   * runs far past capacity. A seed moves every contender's capacity alike (its window, its engines' bias),
+   * so the prediction lands closer than the first seed's figure alone.
    */
   async race(): Promise<RaceResult> {
     const p = this.plan;
@@ -265,17 +278,21 @@ export class RaceRunner {
         return ch;
       };
       const [c0, ...rest] = p.contenders;
-      const firsts = p.seeds.map((seed) => this.chain(c0!, seed, p.start).then(finish));
+      // Raw chains for the starts they inform; finished (the overload runs on kv-aware/expediter's) apart.
+      const firsts = p.seeds.map((seed) => this.chain(c0!, seed, p.start));
       const hint = Promise.all(firsts).then((chs) => {
         const found = chs.map((ch) => ch.lo).filter((x): x is number => x !== null);
         return found.length > 0 ? found.reduce((a, b) => a + b, 0) / found.length : p.start;
       });
       const others = rest.flatMap((c) => {
         const head = hint.then((h) => this.chain(c, p.seeds[0]!, h));
-        const tail = p.seeds.slice(1).map((seed) => head.then((ch0) => hint.then((h) => this.chain(c, seed, ch0.lo ?? h))));
+        const tail = p.seeds.slice(1).map((seed, i) => Promise.all([head, firsts[0]!, firsts[i + 1]!]).then(([own, ref0, refS]) => {
+          const start = pairedStart(own.axisCapacity, ref0.axisCapacity, refS.axisCapacity);
+          return start === null ? hint.then((h) => this.chain(c, seed, own.lo ?? h)) : this.chain(c, seed, round4(start), PAIRED_STEP);
+        }));
         return [head, ...tail].map((x) => x.then(finish));
       });
-      const chains = await Promise.all([...firsts, ...others]);
+      const chains = await Promise.all([...firsts.map((x) => x.then(finish)), ...others]);
       const order = (o: RunOutput): [number, number, number] => {
         const ci = p.contenders.findIndex((c) => c.policy === o.json.policy && c.admission === o.json.admission);
         return [ci, o.json.seed, o.json.load ?? o.json.speed ?? o.json.rps ?? 0];

@@ -5,8 +5,14 @@
 // how the fleet answers, so every policy sees the same requests.
 // Block content model: positions [0, system prompt) are the tenant's (its system prompt; the adapter is keyed
 // in, as vLLM keys LoRA blocks), later positions the conversation's; block i hashes (block i−1, owner, i).
-// Thread: the run's. Per request: one Float64Array of its blocks, O(blocks) hashing; pending follow-up turns
-// wait in a small binary heap.
+// Common random numbers across rates: session k (numbered from time 0, negative before it) draws its tenant,
+// turns and lengths from a generator of its own, and arrives where the k-th point of one unit-rate Poisson
+// stream lands under the rate's time change (bursts are fixed in time). A higher rate moves every session
+// earlier and adds sessions at the end; it never changes what a session asks. So on one seed attainment
+// falls smoothly with the rate, and the race's search reads the crossing from neighbouring rates that differ
+// by their load, not by a fresh draw of the traffic.
+// Thread: the run's. Per request: one Float64Array of its blocks, O(blocks) hashing; per session one small
+// generator (four words); pending follow-up turns wait in a small binary heap.
 import { chain53, pick, Prng, zipfCumulative } from './prng.ts';
 import type { PoolShape, SimRequest, Workload } from './workload-types.ts';
 
@@ -44,6 +50,8 @@ export const SEED_MIX = {
 
 /** Longer than any chat lasts (12 turns of ~22 s think time would be 264 s, but 99 % of chats end within 150 s). */
 const PREHISTORY_MS = 150_000;
+/** Generator streams: 2 bursts, 3 tenants, 4 gaps from time 0 on, 5 gaps before it; session k's is SESSION_STREAM + k. */
+const SESSION_STREAM = 0x4000_0000;
 
 interface Tenant {
   index: number;
@@ -57,6 +65,8 @@ interface Tenant {
 
 interface Turn {
   atMs: number;
+  /** The session's own generator: every draw of its turns, whatever the rate. */
+  rng: Prng;
   tenant: Tenant;
   convoKey: number;
   /** Tokens of the conversation before this turn's user message (system prompt included). */
@@ -88,31 +98,35 @@ function requestsPerSession(): number {
 
 export class SeedMixWorkload implements Workload {
   readonly name = 'seed-mix';
-  private readonly rng: Prng;
-  private readonly arrivals: Prng;
+  private readonly seed: number;
+  /** Unit-mean gaps of the sessions from time 0 on. */
+  private readonly gaps: Prng;
   private readonly pool: PoolShape;
   private readonly tenants: Tenant[] = [];
   private readonly tenantCum: Float64Array;
   private readonly endMs: number;
+  /** Sessions per ms outside bursts (burstFactor times that inside). */
   private readonly sessionRate: number;
-  private readonly maxRatePerMs: number;
+  /** Bursts as [start, end) pairs in ms, ascending, from before the prehistory to past the end. */
+  private readonly bursts: number[] = [];
+  /** Sessions before time 0, ascending: arrival ms and session number (−1 is the last before 0). */
+  private readonly early: Array<{ atMs: number; k: number }> = [];
+  private earlyNext = 0;
   private nextSessionMs: number;
-  private burstStartMs: number;
-  private burstEndMs: number;
+  /** The number of the next session from time 0 on. */
+  private nextK = 0;
   private readonly pending: Turn[] = [];
   private seq = 0;
-  private convoSeq = 0;
 
   constructor(opts: SeedMixOptions) {
     this.pool = opts.pool;
-    this.rng = new Prng(opts.seed, 1);
-    this.arrivals = new Prng(opts.seed, 2);
+    this.seed = opts.seed;
+    this.gaps = new Prng(opts.seed, 4);
     this.endMs = opts.durationMs;
     const m = SEED_MIX;
     const burstShare = m.burstMs / (m.burstMs + m.burstGapMs);
     const meanFactor = 1 + (m.burstFactor - 1) * burstShare;
     this.sessionRate = opts.rps / requestsPerSession() / meanFactor / 1000;
-    this.maxRatePerMs = this.sessionRate * m.burstFactor;
     const setup = new Prng(opts.seed, 3);
     const lora = opts.pool.adapters.length > 0;
     const count = lora ? m.loraTenants * m.adaptersPerTenant : m.tenants;
@@ -142,30 +156,69 @@ export class SeedMixWorkload implements Workload {
       let parent = 0;
       for (let i = 0; i < t.systemHashes.length; i++) t.systemHashes[i] = parent = chain53(parent, t.key, i);
     }
+    // Bursts: a Poisson process of starts in time, the same at every rate.
+    const bursts = new Prng(opts.seed, 2);
+    for (let start = -PREHISTORY_MS + bursts.exp(m.burstGapMs); ; start += m.burstMs + bursts.exp(m.burstGapMs)) {
+      this.bursts.push(start, start + m.burstMs);
+      if (start >= this.endMs) break;
+    }
     // Sessions start PREHISTORY_MS before time 0 and their requests before 0 are dropped, so the stream
-    // opens in steady state (chats already under way) rather than with first turns only.
-    this.burstStartMs = -PREHISTORY_MS + this.arrivals.exp(m.burstGapMs);
-    this.burstEndMs = this.burstStartMs + m.burstMs;
-    this.nextSessionMs = this.drawSessionArrival(-PREHISTORY_MS);
-  }
-
-  private rateAt(t: number): number {
-    while (t >= this.burstEndMs) {
-      this.burstStartMs = this.burstEndMs + this.arrivals.exp(SEED_MIX.burstGapMs);
-      this.burstEndMs = this.burstStartMs + SEED_MIX.burstMs;
+    // opens in steady state (chats already under way) rather than with first turns only. They are placed
+    // backwards from 0 (their own gaps), so that session k ≥ 0 is the same session at every rate.
+    if (this.sessionRate > 0) {
+      const back = new Prng(opts.seed, 5);
+      for (let k = -1, t = this.travel(0, back.exp(1) / this.sessionRate, -1); t >= -PREHISTORY_MS; k--, t = this.travel(t, back.exp(1) / this.sessionRate, -1)) {
+        this.early.push({ atMs: t, k });
+      }
+      this.early.reverse();
     }
-    return t >= this.burstStartMs ? this.maxRatePerMs : this.sessionRate;
+    this.nextSessionMs = this.drawSessionArrival();
   }
 
-  /** Thinning: candidates at the burst rate, kept with probability rate(t)/max. */
-  private drawSessionArrival(from: number): number {
-    if (this.sessionRate <= 0) return Infinity;
-    let t = from;
+  /** The burst shape at `t` (1, or burstFactor inside a burst) and the ends of the stretch of that shape around it. */
+  private stretch(t: number): { f: number; from: number; to: number } {
+    const b = this.bursts;
+    let from = -Infinity;
+    for (let i = 0; i < b.length; i += 2) {
+      if (t < b[i]!) return { f: 1, from, to: b[i]! };
+      if (t < b[i + 1]!) return { f: SEED_MIX.burstFactor, from: b[i]!, to: b[i + 1]! };
+      from = b[i + 1]!;
+    }
+    return { f: 1, from, to: Infinity };
+  }
+
+  /**
+   * The time change: from `t`, the time at which `mass` ms of base-rate sessions have arrived, going forward
+   * (dir 1) or backward (dir −1); inside a burst mass accrues burstFactor times as fast.
+   */
+  private travel(t: number, mass: number, dir: 1 | -1): number {
+    let m = mass;
     for (;;) {
-      t += this.arrivals.exp(1 / this.maxRatePerMs);
-      if (t >= this.endMs) return Infinity;
-      if (this.arrivals.next() * this.maxRatePerMs < this.rateAt(t)) return t;
+      // Backward, a stretch's start belongs to it: step just before it to find the previous one.
+      const s = this.stretch(dir > 0 ? t : Math.min(t, t - 1e-9));
+      const room = (dir > 0 ? s.to - t : t - s.from) * s.f;
+      if (m < room) return t + (dir * m) / s.f; // always, in the unbounded first and last stretches
+      m -= room;
+      t = dir > 0 ? s.to : s.from;
     }
+  }
+
+  /** The next session's arrival: before 0 from the list placed backwards, then along the forward stream. */
+  private drawSessionArrival(): number {
+    if (this.earlyNext < this.early.length) return this.early[this.earlyNext]!.atMs;
+    if (this.sessionRate <= 0) return Infinity;
+    const from = this.nextK === 0 ? 0 : this.nextSessionMs;
+    const t = this.travel(from, this.gaps.exp(1) / this.sessionRate, 1);
+    return t >= this.endMs ? Infinity : t;
+  }
+
+  /** The session arriving at nextSessionMs: its number, then the next one's arrival. */
+  private takeSession(): number {
+    let k: number;
+    if (this.earlyNext < this.early.length) k = this.early[this.earlyNext++]!.k;
+    else k = this.nextK++;
+    this.nextSessionMs = this.drawSessionArrival();
+    return k;
   }
 
   next(): SimRequest | null {
@@ -175,11 +228,13 @@ export class SeedMixWorkload implements Workload {
       if (top && top.atMs <= this.nextSessionMs) {
         turn = this.popPending();
       } else if (this.nextSessionMs < this.endMs) {
-        const tenant = this.tenants[pick(this.tenantCum, this.rng)]!;
-        const chat = this.rng.next() < SEED_MIX.chatProbability;
-        const turns = chat ? Math.min(SEED_MIX.chatTurnsMax, this.rng.geometric(SEED_MIX.chatTurnsMean)) : 1;
-        turn = { atMs: this.nextSessionMs, tenant, convoKey: (this.rng.u32() ^ ++this.convoSeq) >>> 0, historyTokens: tenant.systemTokens, turnsLeft: turns, chain: null };
-        this.nextSessionMs = this.drawSessionArrival(this.nextSessionMs);
+        const atMs = this.nextSessionMs;
+        const k = this.takeSession();
+        const rng = new Prng(this.seed, SESSION_STREAM + k);
+        const tenant = this.tenants[pick(this.tenantCum, rng)]!;
+        const chat = rng.next() < SEED_MIX.chatProbability;
+        const turns = chat ? Math.min(SEED_MIX.chatTurnsMax, rng.geometric(SEED_MIX.chatTurnsMean)) : 1;
+        turn = { atMs, rng, tenant, convoKey: (rng.u32() ^ k) >>> 0, historyTokens: tenant.systemTokens, turnsLeft: turns, chain: null };
       } else {
         return null;
       }
@@ -194,8 +249,7 @@ export class SeedMixWorkload implements Workload {
   /** Builds the request of this turn and queues the next turn; null when the conversation no longer fits. */
   private emit(turn: Turn): SimRequest | null {
     const m = SEED_MIX;
-    const rng = this.rng;
-    const { tenant } = turn;
+    const { rng, tenant } = turn;
     const maxTokens = Math.min(tenant.maxTokens, this.pool.maxModelLen - 1);
     const longest = Math.min(m.longestPrompt, this.pool.maxModelLen - maxTokens);
     let user = Math.max(1, Math.round(rng.lognormal(m.userMedian, m.userSigma)));
@@ -240,7 +294,7 @@ export class SeedMixWorkload implements Workload {
           chain.set(hashes);
           chain.set(replyHashes, blocks);
         }
-        this.pushPending({ atMs: nextAt, tenant, convoKey: turn.convoKey, historyTokens: prompt + output, turnsLeft: turn.turnsLeft - 1, chain });
+        this.pushPending({ atMs: nextAt, rng, tenant, convoKey: turn.convoKey, historyTokens: prompt + output, turnsLeft: turn.turnsLeft - 1, chain });
       }
     }
     return {

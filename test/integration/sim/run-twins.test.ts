@@ -40,12 +40,12 @@ test('a native run whose admission never acted is, field by field, the none run 
 });
 
 test('where dynamo\'s router queue acts, there is no twin and the runs differ', () => {
-  const native = executeRun(spec('dynamo', 'native', 4));
-  assert.ok(native.nativeInterventions! > 0, 'at 4× every worker passes 16 × max_num_batched_tokens of prefill and requests queue');
-  assert.equal(noneTwin(native, spec('dynamo', 'none', 4)), null);
-  const none = executeRun(spec('dynamo', 'none', 4));
+  const native = executeRun(spec('dynamo', 'native', 5));
+  assert.ok(native.nativeInterventions! > 0, 'at 5× every worker passes 16 × max_num_batched_tokens of prefill and requests queue');
+  assert.equal(noneTwin(native, spec('dynamo', 'none', 5)), null);
+  const none = executeRun(spec('dynamo', 'none', 5));
   assert.notDeepEqual(outcome(none).json, { ...outcome(native).json, admission: 'none' });
-  assert.equal(noneTwin(none, spec('dynamo', 'none', 4)), null, 'only a native run has a twin');
+  assert.equal(noneTwin(none, spec('dynamo', 'none', 5)), null, 'only a native run has a twin');
 });
 
 test('a race of dynamo under none and native simulates each shared point once and reports the same capacity for both', async () => {

@@ -2,7 +2,7 @@
 // and the interval over seeds uses Student's t with n − 1 degrees of freedom; the overload rows aggregate seeds.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bisectCapacity, crossing, goodputPeaks, meanInterval, pairedRatio, studentT975 } from '../../../native-bench/sim/race-stats.ts';
+import { bisectCapacity, crossing, goodputPeaks, meanInterval, pairedRatio, pairedStart, studentT975 } from '../../../native-bench/sim/race-stats.ts';
 import { overloadRows } from '../../../native-bench/sim/race-report.ts';
 import type { OverloadRun } from '../../../native-bench/sim/race.ts';
 import type { RunOutput } from '../../../native-bench/sim/run-types.ts';
@@ -34,6 +34,26 @@ test('a failing start steps down by what its attainment suggests, at most fourfo
   assert.ok(r.tried.length <= 8, `${r.tried.length} probes: ${r.tried.join(', ')}`);
   const near = await bisectCapacity(linear(95), opts);
   assert.deepEqual(near.tried.slice(0, 2), [100, 80], 'just failing: one step down');
+});
+
+test('a later seed starts where its first seed\'s capacity moves with the reference\'s; from a near start 10 % steps take fewer probes', async () => {
+  assert.equal(pairedStart(200, 100, 110), 220);
+  assert.equal(pairedStart(200, 100, 90), 180);
+  const missing: Array<[number | null, number | null, number | null]> = [[null, 100, 110], [200, null, 110], [200, 100, null], [200, 0, 110], [0, 100, 110]];
+  for (const [own, ref0, refS] of missing) assert.equal(pairedStart(own, ref0, refS), null, `${own}, ${ref0}, ${refS}`);
+  // The crossing within ±5 % of the start, as a paired start lands: never more probes at 10 % than at 25 %,
+  // fewer in all, and still within the tolerance.
+  let wide = 0;
+  let narrow = 0;
+  for (const at of [95, 97, 103, 105]) {
+    const a = await bisectCapacity(curved(at), { ...opts, start: 100 });
+    const b = await bisectCapacity(curved(at), { ...opts, start: 100, step: 1.1 });
+    assert.ok(b.lo! <= at && b.hi! > at && b.hi! <= b.lo! * 1.01 + 1e-9, `${b.lo}..${b.hi}`);
+    assert.ok(b.tried.length <= a.tried.length, `crossing ${at}: ${b.tried.join(', ')} against ${a.tried.join(', ')}`);
+    wide += a.tried.length;
+    narrow += b.tried.length;
+  }
+  assert.ok(narrow < wide, `${narrow} probes at 10 % steps against ${wide} at 25 %`);
 });
 
 test('bisection reports an open bracket when nothing passes or everything passes', async () => {

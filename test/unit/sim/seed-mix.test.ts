@@ -91,3 +91,21 @@ test('seeded: the same seed gives the same stream, another seed another', () => 
   assert.deepEqual(a.map((r) => [r.atMs, r.promptTokens, r.outputTokens, r.blockHashes[0]]), b.map((r) => [r.atMs, r.promptTokens, r.outputTokens, r.blockHashes[0]]));
   assert.notDeepEqual(a.map((r) => r.atMs), c.map((r) => r.atMs));
 });
+
+test('common random numbers across rates: a slightly higher rate keeps the same sessions, earlier, and adds a few', () => {
+  const key = (r: SimRequest): string => `${r.origin.conversation}|${r.origin.historyTokens}|${r.promptTokens}|${r.outputTokens}|${r.blockHashes[r.blockHashes.length - 1] ?? ''}`;
+  for (const seed of [3, 4]) {
+    const lower = draw(base, 100, 120, seed);
+    const higher = draw(base, 101, 120, seed);
+    const at = new Map(lower.map((r) => [key(r), r.atMs]));
+    const shared = higher.filter((r) => at.has(key(r)));
+    // A fresh draw at the higher rate would share next to nothing (conversation keys are 32-bit).
+    assert.ok(shared.length >= 0.97 * lower.length, `seed ${seed}: ${shared.length} of ${lower.length} kept`);
+    assert.ok(higher.length >= lower.length, `seed ${seed}: ${higher.length} < ${lower.length}`);
+    // A session's first turn after time 0 arrives no later at the higher rate: the time change only
+    // compresses the stream (sessions begun before 0 are placed backwards from it and move towards it).
+    const firsts = shared.filter((r) => r.origin.historyTokens === r.origin.systemTokens);
+    assert.ok(firsts.length > 0.4 * shared.length);
+    for (const r of firsts) assert.ok(r.atMs <= at.get(key(r))! + 1e-6, `seed ${seed}: a first turn moved from ${at.get(key(r))} to ${r.atMs} ms`);
+  }
+});
