@@ -93,7 +93,7 @@ test('seeded: the same seed gives the same stream, another seed another', () => 
 });
 
 test('common random numbers across rates: a slightly higher rate keeps the same sessions, earlier, and adds a few', () => {
-  const key = (r: SimRequest): string => `${r.origin.conversation}|${r.origin.historyTokens}|${r.promptTokens}|${r.outputTokens}|${r.blockHashes[r.blockHashes.length - 1] ?? ''}`;
+  const key = (r: SimRequest): string => `${r.origin!.conversation}|${r.origin!.historyTokens}|${r.promptTokens}|${r.outputTokens}|${r.blockHashes[r.blockHashes.length - 1] ?? ''}`;
   for (const seed of [3, 4]) {
     const lower = draw(base, 100, 120, seed);
     const higher = draw(base, 101, 120, seed);
@@ -104,7 +104,7 @@ test('common random numbers across rates: a slightly higher rate keeps the same 
     assert.ok(higher.length >= lower.length, `seed ${seed}: ${higher.length} < ${lower.length}`);
     // A session's first turn after time 0 arrives no later at the higher rate: the time change only
     // compresses the stream (sessions begun before 0 are placed backwards from it and move towards it).
-    const firsts = shared.filter((r) => r.origin.historyTokens === r.origin.systemTokens);
+    const firsts = shared.filter((r) => r.origin!.historyTokens === r.origin!.systemTokens);
     assert.ok(firsts.length > 0.4 * shared.length);
     for (const r of firsts) assert.ok(r.atMs <= at.get(key(r))! + 1e-6, `seed ${seed}: a first turn moved from ${at.get(key(r))} to ${r.atMs} ms`);
   }
