@@ -35,7 +35,8 @@ export class SimKvEvents implements KvEventSink {
   constructor(slots: number, blocksPerReplica: number, faultless = false) {
     this.faultless = faultless;
     // Twice the blocks the fleet can hold: distinct hashes never exceed it, and the probe window stays short.
-    this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots });
+    // Its readers (equal terms' judging lookups) are on this run's thread: no seqlock reads (same results).
+    this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots }, true);
     this.dirty = new Uint8Array(slots);
   }
 
