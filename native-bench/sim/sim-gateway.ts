@@ -85,7 +85,8 @@ export class SimGateway implements FleetView {
     this.pool = pool;
     this.clock = clock;
     const n = pool.replicas.length;
-    this.ledger = new InflightLedger(n);
+    // One thread reads and writes it (this run's): plain arithmetic, the same figures as Atomics.
+    this.ledger = new InflightLedger(n, true);
     this.table = new ReplicaTableWriter(n);
     this.downAfter = cfg.registry.down_after_failures;
     this.loraEnabled = pool.adapters.length > 0;

@@ -35,7 +35,8 @@ export class SimKvEvents implements KvEventSink {
   constructor(slots: number, blocksPerReplica: number, faultless = false) {
     this.faultless = faultless;
     // Twice the blocks the fleet can hold: distinct hashes never exceed it, and the probe window stays short.
-    this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots });
+    // Its readers (equal terms' judging lookups) are on this run's thread: no seqlock reads (same results).
+    this.index = new EventsIndex({ entries: 2 * slots * blocksPerReplica, slots }, true);
     this.dirty = new Uint8Array(slots);
   }
 
@@ -88,7 +89,8 @@ export class SimKvEvents implements KvEventSink {
     // no decision changes (the same flags give the same JSON either way) and a kv-aware run costs less; its
     // approximate index is then a token one (the default is 136 MiB to allocate and zero per run).
     const entries = this.faultless ? FAULTLESS_APPROXIMATE_ENTRIES : cfg.routing.prefix_index_entries;
-    const index = new EventsPrefixIndex(new PrefixIndex({ entries, slots: this.index.slots }).buffer, this.index.buffer, !this.faultless);
+    // The engines write the events index on this run's thread, so its reads skip the seqlock (same results).
+    const index = new EventsPrefixIndex(new PrefixIndex({ entries, slots: this.index.slots }).buffer, this.index.buffer, !this.faultless, true);
     // buildPolicy, not createPolicy: a simulator-only policy (random) rides on a schema name in cfg.
     return new Router(buildPolicy(cfg, fleet, gpu ?? undefined, index), fleet, null, INDEX_POLICIES.has(cfg.routing.policy) ? index : null, gpu);
   }

@@ -42,10 +42,14 @@ export class EventsPrefixIndex extends PrefixIndex {
    */
   private readonly approximateWrites: boolean;
 
-  /** Over an approximate index's buffer and an events index's buffer (both shared across threads). */
-  constructor(approximate: SharedArrayBuffer, events: SharedArrayBuffer, approximateWrites = true) {
+  /**
+   * Over an approximate index's buffer and an events index's buffer (both shared across threads).
+   * `eventsSameThread`: the events index's writer runs on this thread (the simulator), so its reads skip the
+   * seqlock (EventsIndex's `sameThread`); the live gateway's writer is the kv-events worker (the default).
+   */
+  constructor(approximate: SharedArrayBuffer, events: SharedArrayBuffer, approximateWrites = true, eventsSameThread = false) {
     super(approximate);
-    this.events = new EventsIndex(events);
+    this.events = new EventsIndex(events, eventsSameThread);
     this.servedEvents = new Uint8Array(this.slots);
     this.lastRun = new Int32Array(this.slots);
     this.checks = new PredictionChecks(this.events);

@@ -77,3 +77,18 @@ test('hashes spilled past a full home bucket are found, removed and looked up af
   assert.equal(ix.lookup(h.subarray(8), [0, 1], out), 11);
   assert.deepEqual([...out], [11, 0]);
 });
+
+test('a view with its writer on the same thread (sameThread, the simulator\'s) answers lookups as the seqlocked one', () => {
+  const ix = new EventsIndex({ entries: 256, slots: 40 }, true);
+  const seqlocked = new EventsIndex(ix.buffer);
+  const h = chain(40, 3);
+  // Enough hashes for spills past home buckets, holes, and removals.
+  for (let s = 0; s < 40; s++) h.forEach((b, i) => { if ((i * 7 + s) % 11 !== 0 || i < s % 5) ix.add(s, b); });
+  for (let s = 0; s < 40; s += 3) ix.remove(s, h[s % 40]!);
+  const all = Array.from({ length: 40 }, (_, s) => s);
+  const a = new Int32Array(40);
+  const b = new Int32Array(40);
+  assert.equal(ix.lookup(h, all, a), seqlocked.lookup(h, all, b));
+  assert.deepEqual(a, b);
+  for (let s = 0; s < 40; s++) assert.equal(ix.holds(s, h[7]!), seqlocked.holds(s, h[7]!));
+});

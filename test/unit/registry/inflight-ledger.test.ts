@@ -97,3 +97,24 @@ void test('with a reply forecast: the mean is outstanding work, the KV figure is
   l.end(two);
   assert.deepEqual(all(l, 0), [0, 0, 0, 0, 0, 0]);
 });
+
+void test('a one-thread ledger (sameThread, the simulator\'s) keeps the same cells as the shared one, wrapping alike', () => {
+  const shared = new InflightLedger(3);
+  const local = new InflightLedger(3, true);
+  const cells = (l: InflightLedger): number[] => Array.from(new Int32Array(l.buffer));
+  const reply = { kvTokens: 40, meanTokens: 20, kvAfter: (p: number): number => p + 30, meanAfter: (p: number): number => p + 10 };
+  const run = (l: InflightLedger): void => {
+    const a = l.dispatch(0, 1000, 200, 16, 300, reply);
+    const b = l.dispatch(2, 64, 8, 16);
+    l.firstToken(a);
+    for (let i = 0; i < 120; i++) l.tokens(a, 1);
+    l.tokens(b, 3);
+    l.end(b);
+    // The cumulative counter wraps at 32 bits as Atomics.add's does.
+    for (let i = 0; i < 3; i++) l.dispatch(1, 1, 2 ** 30 * 16, 16);
+  };
+  run(shared);
+  run(local);
+  assert.deepEqual(cells(local), cells(shared));
+  assert.ok(local.get(1, LEDGER_DISPATCHED_BLOCKS) < 0, 'wrapped');
+});
