@@ -97,11 +97,8 @@ export class EventsIndex {
   private readonly bits: Int32Array;
   private lo = 0;
   private hi = 0;
-  /**
-   * The writer is on this thread (the fleet simulator: a run's engines write and its gateways read in one
-   * event loop), so no read meets a write under way: lookups skip the seqlock's Atomics.load calls, which V8
-   * does not inline. The live gateway's writer is the kv-events worker: false.
-   */
+  /** Writer on this thread (the simulator's runs): lookups skip the seqlock's Atomics.load, which V8 does not
+   *  inline. The live gateway's writer is the kv-events worker: false. */
   private readonly sameThread: boolean;
 
   constructor(optsOrBuffer: EventsIndexOptions | SharedArrayBuffer, sameThread = false) {
