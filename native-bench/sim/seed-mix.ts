@@ -113,8 +113,9 @@ export class SeedMixWorkload implements Workload {
   private readonly early: Array<{ atMs: number; k: number }> = [];
   private earlyNext = 0;
   private nextSessionMs: number;
-  /** The number of the next session from time 0 on. */
+  /** The number of the next session from time 0 on, and where the forward stream stands (from 0). */
   private nextK = 0;
+  private forwardAtMs = 0;
   private readonly pending: Turn[] = [];
   private seq = 0;
 
@@ -175,13 +176,16 @@ export class SeedMixWorkload implements Workload {
     this.nextSessionMs = this.drawSessionArrival();
   }
 
-  /** The burst shape at `t` (1, or burstFactor inside a burst) and the ends of the stretch of that shape around it. */
-  private stretch(t: number): { f: number; from: number; to: number } {
+  /**
+   * The burst shape (1, or burstFactor inside a burst) of the stretch holding `t`, and that stretch's ends.
+   * A boundary belongs to the stretch after it; with `before` set, to the one before it (walking backwards).
+   */
+  private stretch(t: number, before: boolean): { f: number; from: number; to: number } {
     const b = this.bursts;
     let from = -Infinity;
     for (let i = 0; i < b.length; i += 2) {
-      if (t < b[i]!) return { f: 1, from, to: b[i]! };
-      if (t < b[i + 1]!) return { f: SEED_MIX.burstFactor, from: b[i]!, to: b[i + 1]! };
+      if (before ? t <= b[i]! : t < b[i]!) return { f: 1, from, to: b[i]! };
+      if (before ? t <= b[i + 1]! : t < b[i + 1]!) return { f: SEED_MIX.burstFactor, from: b[i]!, to: b[i + 1]! };
       from = b[i + 1]!;
     }
     return { f: 1, from, to: Infinity };
@@ -194,8 +198,7 @@ export class SeedMixWorkload implements Workload {
   private travel(t: number, mass: number, dir: 1 | -1): number {
     let m = mass;
     for (;;) {
-      // Backward, a stretch's start belongs to it: step just before it to find the previous one.
-      const s = this.stretch(dir > 0 ? t : Math.min(t, t - 1e-9));
+      const s = this.stretch(t, dir < 0);
       const room = (dir > 0 ? s.to - t : t - s.from) * s.f;
       if (m < room) return t + (dir * m) / s.f; // always, in the unbounded first and last stretches
       m -= room;
@@ -207,9 +210,8 @@ export class SeedMixWorkload implements Workload {
   private drawSessionArrival(): number {
     if (this.earlyNext < this.early.length) return this.early[this.earlyNext]!.atMs;
     if (this.sessionRate <= 0) return Infinity;
-    const from = this.nextK === 0 ? 0 : this.nextSessionMs;
-    const t = this.travel(from, this.gaps.exp(1) / this.sessionRate, 1);
-    return t >= this.endMs ? Infinity : t;
+    this.forwardAtMs = this.travel(this.forwardAtMs, this.gaps.exp(1) / this.sessionRate, 1);
+    return this.forwardAtMs >= this.endMs ? Infinity : this.forwardAtMs;
   }
 
   /** The session arriving at nextSessionMs: its number, then the next one's arrival. */
