@@ -145,8 +145,12 @@ class DropSink implements ClientSink {
 }
 
 const NOOP_DECISION: QuotaDecision = Object.freeze({ ok: true, degraded: false, limitTokens: 1e15, remainingTokens: 1e15, resetSeconds: 0, limitRequests: 1e6, remainingRequests: 1e6 });
-const noopQuota: QuotaStore = { acquire: () => Promise.resolve(NOOP_DECISION), settle: () => Promise.resolve(), close: () => Promise.resolve() };
-const fixedTokenizer: TokenizeStage = { tokenize: () => Promise.resolve({ promptTokens: 21, blockHashes: new Float64Array([1]) }) };
+// Synchronous, as the memory store is: `full − noop quota` is the store's own work, not an await's.
+const noopQuota: QuotaStore = {
+  acquire: () => Promise.resolve(NOOP_DECISION), settle: () => Promise.resolve(), close: () => Promise.resolve(),
+  acquireNow: () => NOOP_DECISION, settleNow: () => undefined,
+};
+const fixedTokenizer: TokenizeStage = { measure: () => ({ promptTokens: 21, blockHashes: new Float64Array([1]) }) };
 const silentLog = { info() {}, warn() {}, error() {} };
 
 const pipeline: BenchScenario = async (args) => {

@@ -23,7 +23,7 @@ import { UpstreamAttempt, type AttemptPlan, type ReplyHashing, type StoredRespon
 
 export type Routed = Extract<RouteResult, { ok: true }>;
 /** The tokenize stage's result: count, block hashes, and the ids after the last full block. */
-export type TokenizedPrompt = Awaited<ReturnType<Services['tokenizer']['tokenize']>>;
+export type TokenizedPrompt = Awaited<ReturnType<Services['tokenizer']['measure']>>;
 
 const SSE_HEADERS: HeaderList = [['content-type', 'text/event-stream; charset=utf-8'], ['cache-control', 'no-cache'], ['x-accel-buffering', 'no']];
 const JSON_HEADERS: HeaderList = [['content-type', 'application/json']];

@@ -30,8 +30,12 @@ export function reply(ctx: RequestContext, r: Rejection, extra: HeaderList): voi
   });
 }
 
-export async function finishRequest(svc: Services, ctx: RequestContext): Promise<void> {
-  if (ctx.finished) return;
+/**
+ * Settles the request once. Returns a promise only when the quota store settles across the network (Redis);
+ * a store that settles in process is called synchronously and nothing is returned to await.
+ */
+export function finishRequest(svc: Services, ctx: RequestContext): Promise<void> | undefined {
+  if (ctx.finished) return undefined;
   ctx.finished = true;
   if (ctx.cancelled) {
     ctx.status = STATUS_CLIENT_CLOSED;
@@ -42,12 +46,29 @@ export async function finishRequest(svc: Services, ctx: RequestContext): Promise
     ctx.quotaHeld = false;
     // Charged only when a replica produced output: prompt + output tokens; everything else is refunded.
     const used = ctx.ttftMs !== null || (ctx.status === 200 && !ctx.stream) ? ctx.inputTokens + ctx.outputTokens : 0;
+    const quota = svc.quota;
+    if (quota.settleNow === undefined) return settleThenRecord(svc, ctx, tenant, Math.min(used, ctx.reservedTokens));
     try {
-      await svc.quota.settle(tenant.limits, ctx.quotaId, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
+      quota.settleNow(tenant.limits, ctx.quotaId, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
     } catch (err) {
       svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
     }
   }
+  record(svc, ctx, tenant);
+  return undefined;
+}
+
+async function settleThenRecord(svc: Services, ctx: RequestContext, tenant: NonNullable<RequestContext['tenant']>, used: number): Promise<void> {
+  try {
+    await svc.quota.settle(tenant.limits, ctx.quotaId, ctx.reservedTokens, used);
+  } catch (err) {
+    svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
+  }
+  record(svc, ctx, tenant);
+}
+
+/** The reply-length model, the usage record, metrics, the trace and the log line, after the quota settled. */
+function record(svc: Services, ctx: RequestContext, tenant: RequestContext['tenant']): void {
   // A reply that finished (not cut short by the client, an error or a lost replica) teaches its pool's
   // reply-length model its length; its median forecast's error goes to the gauge.
   const forecast = ctx.replyForecast;

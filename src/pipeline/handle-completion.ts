@@ -6,8 +6,10 @@
 //   record, metrics, one log line).
 // Each stage either returns what the next needs or answers the client itself and returns null.
 // Expected rejections are values (Rejection), answered with pre-serialised bodies; exceptions are bugs.
-// Thread: main. Hot path: everything here runs per request; the only awaits are body, tokenize, quota, the
-// admission queue (only when the pool is full) and the upstream attempts.
+// Thread: main. Hot path: everything here runs per request; the only awaits are the body, a tokenize on a
+// worker, a quota store across the network, the admission queue (only when the pool is full) and the
+// upstream attempts: a stage that answers in process is not awaited (each await is a promise, a microtask hop
+// and a resumed frame).
 import type { PoolConfig } from '../config/schema.ts';
 import { errorEvent, responsesErrorEvent } from '../errors/openai-error-body.ts';
 import type { ClientSink, HeaderList } from '../relay/client-sink.ts';
@@ -34,25 +36,45 @@ export interface IncomingCompletion {
   body: Promise<Buffer | null>;
   /** Endpoint picker mode (src/epp/): the only slots this request may be routed to (its subset hint). */
   subset?: readonly number[];
+  /** Called once the request has settled (the acceptor's in-flight count): a hook, not another async frame. */
+  settled?: (ctx: RequestContext) => void;
 }
 
 export function newContext(route: Route, sink: ClientSink, requestId: string | undefined): RequestContext {
   return new RequestContext(requestIdFor(requestId), route, sink, performance.now());
 }
 
+/**
+ * Runs one request to its end and settles it; never rejects (an internal error is answered, a settlement
+ * failure logged), so callers may leave it unawaited. `req.settled` runs last, once.
+ */
 export async function handleCompletion(svc: Services, ctx: RequestContext, req: IncomingCompletion): Promise<void> {
   ctx.sink.setAbortHandler(() => onClientAbort(svc, ctx));
   try {
     await run(svc, ctx, req);
   } catch (err) {
+    internalError(svc, ctx, err);
+  }
+  try {
+    const settling = finishRequest(svc, ctx);
+    if (settling !== undefined) await settling;
+  } catch (err) {
+    svc.log.error({ err, request_id: ctx.id }, 'request settlement failed');
+  }
+  req.settled?.(ctx);
+}
+
+/** A bug reached the top of the request: logged, answered 500 (or an error event once streaming), counted. */
+function internalError(svc: Services, ctx: RequestContext, err: unknown): void {
+  try {
     svc.log.error({ err, request_id: ctx.id }, 'request failed with an internal error');
     if (!ctx.sink.started) reply(ctx, { code: 'internal_error' }, []);
     else ctx.sink.cork(() => ctx.sink.end((ctx.route === 'responses' ? responsesErrorEvent : errorEvent)({ code: 'internal_error' })));
-    ctx.status = ctx.sink.started && ctx.status === 200 ? 200 : 500;
-    ctx.code = 'internal_error';
-  } finally {
-    await finishRequest(svc, ctx);
+  } catch (again) {
+    svc.log.error({ err: again, request_id: ctx.id }, 'answering an internal error failed');
   }
+  ctx.status = ctx.sink.started && ctx.status === 200 ? 200 : 500;
+  ctx.code = 'internal_error';
 }
 
 function onClientAbort(svc: Services, ctx: RequestContext): void {
@@ -85,7 +107,8 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   ctx.trace?.stage('tokenize');
   let prompt: TokenizedPrompt;
   try {
-    prompt = await svc.tokenizer.tokenize(promptWork(parsed, target), tokenizeSignal(svc, ctx, parsed));
+    const measured = svc.tokenizer.measure(promptWork(parsed, target), tokenizeSignal(svc, ctx, parsed));
+    prompt = measured instanceof Promise ? await measured : measured;
   } catch (err) {
     return tokenizeFailed(ctx, parsed, err);
   }
@@ -97,7 +120,9 @@ async function run(svc: Services, ctx: RequestContext, req: IncomingCompletion):
   if (maxTokens === null) return;
   const cost = prompt.promptTokens + maxTokens * parsed.n;
   ctx.trace?.stage('quota');
-  const decision = await svc.quota.acquire(req.tenant.limits, ctx.quotaId, cost);
+  // A store that decides in process answers without a promise (memory, the threads' shared table).
+  const quota = svc.quota;
+  const decision = quota.acquireNow !== undefined ? quota.acquireNow(req.tenant.limits, ctx.quotaId, cost) : await quota.acquire(req.tenant.limits, ctx.quotaId, cost);
   ctx.trace?.done(decision.ok ? 'ok' : decision.code);
   const limitHeaders = quotaGranted(svc, ctx, req.tenant, decision, cost);
   if (limitHeaders === null) return;
@@ -160,7 +185,7 @@ function resolve(svc: Services, ctx: RequestContext, parsed: ParsedBody, tenant:
 }
 
 /** What the tokenizer encodes: the chat messages (and tools) or the completion prompt, on the target's pool. */
-function promptWork(parsed: ParsedBody, target: ModelTarget): Parameters<Services['tokenizer']['tokenize']>[0] {
+function promptWork(parsed: ParsedBody, target: ModelTarget): Parameters<Services['tokenizer']['measure']>[0] {
   return parsed.messages !== null
     ? { pool: target.pool, kind: 'chat', messages: parsed.messages, tools: parsed.tools, chat: parsed.chat ?? null, adapter: target.adapter }
     : { pool: target.pool, kind: 'completion', prompt: parsed.prompt!, adapter: target.adapter };

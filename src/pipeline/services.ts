@@ -29,11 +29,22 @@ export interface AuthStage {
   authenticate(authorizationHeader: string | undefined): TenantIdentity | null;
 }
 
+export interface MeasuredPromptFigures {
+  promptTokens: number;
+  blockHashes: Float64Array;
+  tailTokens?: Uint32Array;
+  estimated?: string | null;
+}
+
 export interface TokenizeStage {
-  tokenize(
+  /**
+   * The prompt's count and block hashes: the value itself when it was computed inline (errors thrown), a
+   * promise when a worker computes it (errors as rejections). The pipeline awaits only the promise.
+   */
+  measure(
     req: { pool: PoolConfig; kind: 'chat' | 'completion'; messages?: ChatMessageIn[]; tools?: unknown[] | null; chat?: ChatOptions | null; prompt?: string | number[]; adapter: string | null },
     signal?: AbortSignal,
-  ): Promise<{ promptTokens: number; blockHashes: Float64Array; tailTokens?: Uint32Array; estimated?: string | null }>;
+  ): MeasuredPromptFigures | Promise<MeasuredPromptFigures>;
   /**
    * A finished reply's block hashes, continuing its prompt's chain (src/tokenize/reply-hashes.ts). Absent:
    * the routing policy never learns replies.

@@ -45,6 +45,13 @@ export interface QuotaStore {
    */
   settle(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): Promise<void>;
   close(): Promise<void>;
+  /**
+   * acquire() without the promise, for stores that decide in process (memory, the acceptor threads' shared
+   * table): the request path then skips an await. Throws where acquire() would reject.
+   */
+  acquireNow?(tenant: TenantLimits, requestId: string, costTokens: number): QuotaDecision;
+  /** settle() without the promise, for the same stores; the result is not read. */
+  settleNow?(tenant: TenantLimits, requestId: string, reservedTokens: number, usedTokens: number): unknown;
   /** Counters for metrics and /readyz (added by the quota engineer; optional so other stores need not). */
   stats?(): QuotaStoreStats;
 }

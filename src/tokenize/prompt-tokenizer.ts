@@ -143,7 +143,20 @@ export class PromptTokenizer {
    * ChatTemplateError (a 400 for the client) when the template refuses the messages.
    */
   tokenize(req: TokenizeRequest, signal?: AbortSignal): Promise<TokenizeResult> {
-    if (signal?.aborted === true) return Promise.reject(new AbortError());
+    try {
+      return Promise.resolve(this.measure(req, signal));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /**
+   * tokenize() for the request path: an inline prompt's result is returned as it is, not in a promise, and its
+   * errors are thrown, so the caller awaits only what goes to a worker (a promise, a microtask hop and a
+   * resumed frame fewer per request).
+   */
+  measure(req: TokenizeRequest, signal?: AbortSignal): TokenizeResult | Promise<TokenizeResult> {
+    if (signal?.aborted === true) throw new AbortError();
     const refs = promptRefs(req.pool);
     const work: PromptWork = {
       tokenizer: refs.tokenizer,
@@ -161,18 +174,14 @@ export class PromptTokenizer {
       if (this.pool !== null && work.kind === 'chat') segments = this.inlineEncoder.render(work);
     } catch (err) {
       this.inlineCount++;
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      throw err;
     }
     if (this.pool === null || fitsInline(segments, this.inlineMaxChars) || this.inlineEncoder.uncachedChars(work, segments) <= this.inlineMaxChars) {
       this.inlineCount++;
-      try {
-        const startMs = this.inlineObserver === null ? 0 : performance.now();
-        const measured = this.inlineEncoder.measure(work, null, segments);
-        this.inlineObserver?.observe((performance.now() - startMs) / 1000);
-        return Promise.resolve(measured);
-      } catch (err) {
-        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-      }
+      const startMs = this.inlineObserver === null ? 0 : performance.now();
+      const measured = this.inlineEncoder.measure(work, null, segments);
+      this.inlineObserver?.observe((performance.now() - startMs) / 1000);
+      return measured;
     }
     this.pooledCount++;
     return this.pool.run(work, signal);

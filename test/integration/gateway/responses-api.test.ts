@@ -157,12 +157,20 @@ test('bodies with wrong types are 400 invalid_request_error naming the field', a
 
 test('a client hanging up mid-stream aborts the replica\'s work, settles quota once and leaves a cancelled record', async () => {
   const quota = stack.gateway.services.quota;
+  // Both entry points are watched: the pipeline calls settleNow on a store that settles in process.
   const settle = quota.settle.bind(quota);
+  const settleNow = quota.settleNow?.bind(quota);
   const settles: Array<{ id: string; reserved: number; used: number }> = [];
   quota.settle = (t, id, reserved, used) => {
     settles.push({ id, reserved, used });
     return settle(t, id, reserved, used);
   };
+  if (settleNow !== undefined) {
+    quota.settleNow = (t, id, reserved, used) => {
+      settles.push({ id, reserved, used });
+      return settleNow(t, id, reserved, used);
+    };
+  }
   try {
     for (const p of procs) await fetch(`${p.url}/_mock/faults`, { method: 'POST', body: JSON.stringify({ mode: 'slow', delay_ms: 20 }) });
     const s = openStream(stack.url, '/v1/responses', { model: MODEL, input: 'A very long story', max_output_tokens: 400, ignore_eos: true, stream: true },
@@ -186,6 +194,7 @@ test('a client hanging up mid-stream aborts the replica\'s work, settles quota o
     }, 3000);
   } finally {
     quota.settle = settle;
+    if (settleNow !== undefined) quota.settleNow = settleNow;
     for (const p of procs) await fetch(`${p.url}/_mock/faults`, { method: 'POST', body: JSON.stringify({ mode: 'none' }) });
   }
 });

@@ -19,7 +19,7 @@ const cfg = parseConfig({
 const pool = cfg.pools[0]!;
 const asked: ReplyHashRequest[] = [];
 const tokenizer = {
-  tokenize: () => Promise.resolve({ promptTokens: 20, blockHashes: new Float64Array([5]), tailTokens: new Uint32Array([1, 2, 3, 4]) }),
+  measure: () => ({ promptTokens: 20, blockHashes: new Float64Array([5]), tailTokens: new Uint32Array([1, 2, 3, 4]) }),
   replyHashes: (req: ReplyHashRequest) => {
     asked.push(req);
     return Promise.resolve(new Float64Array([9]));
