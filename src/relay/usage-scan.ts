@@ -20,64 +20,31 @@ const CACHED = keyBytes('cached_tokens');
 /** What a value read as: a count, or NOT_A_COUNT (null, a string, a boolean, an object). */
 const NOT_A_COUNT = -2;
 
-// The reader's position and last value: module state, since the reader runs to completion on one thread and
-// fields of a closure-free object cost nothing per call.
+// The reader's position and the counts it found: module state, since the reader runs to completion on one
+// thread, so no object or closure is made per call.
 let pos = 0;
+let prompt = NOT_A_COUNT;
+let completion = NOT_A_COUNT;
+let cached = NOT_A_COUNT;
 let detailsCached = NOT_A_COUNT;
 
 /**
  * usageNumbers() of the object in body[start..end] (body[start] is its `{`, body[end] its `}`), or FALLBACK.
  */
 export function scanUsage(body: Uint8Array, start: number, end: number): UsageNumbers | null | typeof FALLBACK {
-  let prompt = NOT_A_COUNT;
-  let completion = NOT_A_COUNT;
-  let cached = NOT_A_COUNT;
-  pos = start + 1;
-  skipWs(body, end);
-  if (body[pos] === 0x7d) return pos === end ? null : FALLBACK;
-  for (;;) {
-    if (body[pos] !== 0x22) return FALLBACK;
-    const keyStart = pos + 1;
-    const keyEnd = body.indexOf(0x22, keyStart);
-    if (keyEnd === -1 || keyEnd >= end) return FALLBACK;
-    if (!plainString(body, keyStart, keyEnd)) return FALLBACK;
-    pos = keyEnd + 1;
-    skipWs(body, end);
-    if (body[pos] !== 0x3a) return FALLBACK;
-    pos++;
-    skipWs(body, end);
-    if (isKey(body, keyStart, keyEnd, DETAILS)) {
-      if (body[pos] === 0x7b) {
-        if (!details(body, end)) return FALLBACK;
-        cached = detailsCached;
-      } else {
-        const v = scalar(body, end);
-        if (v === FALLBACK) return FALLBACK;
-        cached = NOT_A_COUNT;
-      }
-    } else {
-      const v = scalar(body, end);
-      if (v === FALLBACK) return FALLBACK;
-      if (isKey(body, keyStart, keyEnd, COMPLETION)) completion = v;
-      else if (isKey(body, keyStart, keyEnd, PROMPT)) prompt = v;
-    }
-    skipWs(body, end);
-    const c = body[pos];
-    if (c === 0x2c) {
-      pos++;
-      skipWs(body, end);
-      continue;
-    }
-    if (c === 0x7d && pos === end) break;
-    return FALLBACK;
-  }
+  prompt = completion = cached = NOT_A_COUNT;
+  pos = start;
+  if (!object(body, end, true) || pos !== end + 1) return FALLBACK;
   if (completion < 0) return null;
   return { promptTokens: prompt < 0 ? 0 : prompt, completionTokens: completion, cachedTokens: cached < 0 ? 0 : cached };
 }
 
-/** A `prompt_tokens_details` object at pos: its cached_tokens (or NOT_A_COUNT) into detailsCached; false to fall back. */
-function details(body: Uint8Array, end: number): boolean {
-  detailsCached = NOT_A_COUNT;
+/**
+ * The object at pos (the usage object when `top`, else its prompt_tokens_details), its counts into the module
+ * state, pos left past its `}`; false to fall back.
+ */
+function object(body: Uint8Array, end: number, top: boolean): boolean {
+  if (!top) detailsCached = NOT_A_COUNT;
   pos++;
   skipWs(body, end);
   if (body[pos] === 0x7d) {
@@ -88,16 +55,24 @@ function details(body: Uint8Array, end: number): boolean {
     if (body[pos] !== 0x22) return false;
     const keyStart = pos + 1;
     const keyEnd = body.indexOf(0x22, keyStart);
-    if (keyEnd === -1 || keyEnd >= end) return false;
-    if (!plainString(body, keyStart, keyEnd)) return false;
+    if (keyEnd === -1 || keyEnd >= end || !plainString(body, keyStart, keyEnd)) return false;
     pos = keyEnd + 1;
     skipWs(body, end);
     if (body[pos] !== 0x3a) return false;
     pos++;
     skipWs(body, end);
-    const v = scalar(body, end);
-    if (v === FALLBACK) return false;
-    if (isKey(body, keyStart, keyEnd, CACHED)) detailsCached = v;
+    if (top && body[pos] === 0x7b && isKey(body, keyStart, keyEnd, DETAILS)) {
+      if (!object(body, end, false)) return false;
+      cached = detailsCached;
+    } else {
+      const v = scalar(body, end);
+      if (v === FALLBACK) return false;
+      if (!top) {
+        if (isKey(body, keyStart, keyEnd, CACHED)) detailsCached = v;
+      } else if (isKey(body, keyStart, keyEnd, COMPLETION)) completion = v;
+      else if (isKey(body, keyStart, keyEnd, PROMPT)) prompt = v;
+      else if (isKey(body, keyStart, keyEnd, DETAILS)) cached = NOT_A_COUNT;
+    }
     skipWs(body, end);
     const c = body[pos];
     if (c === 0x2c) {
@@ -105,7 +80,8 @@ function details(body: Uint8Array, end: number): boolean {
       skipWs(body, end);
       continue;
     }
-    if (c === 0x7d && pos < end) {
+    // The usage object's `}` is body[end]; a nested one's comes before it.
+    if (c === 0x7d && (top ? pos === end : pos < end)) {
       pos++;
       return true;
     }
