@@ -17,6 +17,8 @@ const ENGINE_70B = {
 };
 const big = (id: string): Spec => ({ id, blocks: 100_000, usage: 0, running: 0 });
 const SHORT = { promptTokens: 100, maxTokens: 40 };
+/** The fixture's poll interval (fixture.ts): a shed request comes back one poll after the replica goes idle. */
+const POLL_MS = 100;
 /** ~100 s of decoding at the 70B step. */
 const LONG = { promptTokens: 100, maxTokens: 2000 };
 const route = (r: { promptTokens: number; maxTokens: number }): RouteRequest => ({ poolId: 'p', adapter: null, ...r, blockHashes: new Float64Array(0), excluded: [] });
@@ -92,4 +94,26 @@ void test('no replica\'s state readable and nothing learned: no estimate, so 503
   const h = harness([{ id: 'a', blocks: 100_000, usage: 0, running: 0, scrapedAt: undefined }], { gpuTime: true });
   h.ask('r', SHORT);
   assert.equal(kindOf(h, 'r'), 'unroutable:no_healthy_replica');
+});
+
+void test('nor is it much longer than the wait: a burst of short replies on the 70B pool is told to come back when a replica goes idle', () => {
+  const h = harness([big('a'), big('b')], { gpuTime: true, engine: ENGINE_70B });
+  // A burst: short requests (40 tokens, ~2 s of decoding at the 70B step) arriving together, until one is
+  // shed. The prefill arriving with them is what the model would wait out over its averaging window.
+  let shed = '';
+  for (let n = 0; n < 50 && shed === ''; n++) {
+    h.ask(`b${n}`, SHORT);
+    const o = h.outcomes.get(`b${n}`)!;
+    if (o.kind === 'admitted') h.fleet.ledger.firstToken(h.entries.get(`b${n}`)!);
+    else shed = `b${n}`;
+    scrape(h, streamsOn(h));
+  }
+  const o = h.outcomes.get(shed);
+  assert.ok(o !== undefined && o.kind === 'rejected' && o.rejection.code === 'server_overloaded', shed === '' ? 'none shed' : kindOf(h, shed));
+  // The first replica to go idle, by the model's own reply forecast for what runs there.
+  let idle = Number.POSITIVE_INFINITY;
+  for (const slot of streamsOn(h).keys()) idle = Math.min(idle, h.gpu.predict(route(SHORT), slot, 0, new GpuPrediction()).idleMs);
+  assert.ok(Number.isFinite(idle), 'the model predicts when the replicas go idle');
+  const bound = Math.max(1, Math.ceil((idle + POLL_MS) / 1000));
+  assert.ok(o.rejection.retryAfterSeconds! <= bound, `Retry-After ${o.rejection.retryAfterSeconds} s, a replica idle in ${Math.round(idle)} ms`);
 });
