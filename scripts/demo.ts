@@ -29,7 +29,7 @@ Expediter demo gateway: ${gateway.url}
 
 Demo API keys:
   sk-demo-alpha   tenant alpha: burst 2,000,000 tokens, 200,000 tokens/s, 256 in flight
-  sk-demo-tiny    tenant tiny:  burst 4,000 tokens, 100 tokens/s, 2 in flight (429s are easy to see)
+  sk-demo-tiny    tenant tiny:  burst 4,000 tokens, 100 tokens/s, 2 in flight (429: three requests at once, or two with max_tokens 2000)
 
 Try:
   curl -N ${gateway.url}/v1/chat/completions -H 'authorization: Bearer sk-demo-alpha' -H 'content-type: application/json' \\
