@@ -39,7 +39,7 @@ const EVENTS = [...READS, ...SENDS].map((k) => `syscalls:sys_enter_${k}`);
  * admission would otherwise shed part of the load (429) on TTFTs the neighbours stretched.
  */
 const LAX = { premium: 3_600_000, standard: 3_600_000, batch: 3_600_000 };
-const PERMISSIVE_ADMISSION = {
+export const PERMISSIVE_ADMISSION = {
   admission: { ttft_ms_by_tier: LAX, end_to_end_ms_by_tier: LAX, tpot_target_ms: 3_600_000 },
   // Hundreds of connections opened in one turn to a mock starved of CPU: a 2 s connect timeout takes the
   // replica out of rotation and every request after is a 429.

@@ -14,6 +14,7 @@ import type { BenchScenario } from '../types.ts';
 import { chatBody } from '../load/openai-bodies.ts';
 import { startMockFleet } from '../harness/mock-fleet.ts';
 import { startGatewayProcess } from '../harness/gateway-process.ts';
+import { PERMISSIVE_ADMISSION } from '../harness/relay-saturation.ts';
 import { startOtlpSink, type OtlpSink } from '../harness/otlp-sink.ts';
 import { fmt, runRounds, RoundsView } from '../harness/rounds.ts';
 import type { BenchTarget, RoundRun } from '../harness/rounds.ts';
@@ -56,6 +57,9 @@ const ab: BenchScenario = async (args) => {
       // Both sides' TTFT budget for every tier, ms (admission.ttft_ms_by_tier): on a machine loaded by other work
       // the mocks' first tokens come late, the GPU-time model learns it, and a 400 ms budget sheds every request.
       'ttft-ms': { type: 'string', default: '' },
+      // Both sides with every admission target out of reach and a 30 s connect timeout (as `relay --saturate`):
+      // the cost of relaying alone, with no 429 on a machine whose other work stretches the mocks' steps.
+      'lax-admission': { type: 'boolean', default: false },
     },
   });
   const baseRef = values.base;
@@ -83,7 +87,16 @@ const ab: BenchScenario = async (args) => {
       stops.push(sink.close);
     }
     const ttft = Number(values['ttft-ms']);
-    const admission = values['ttft-ms'] !== '' ? { admission: { ttft_ms_by_tier: { premium: ttft, standard: ttft, batch: ttft } } } : {};
+    const admission = values['lax-admission']
+      ? {
+        ...PERMISSIVE_ADMISSION,
+        // The pool's own TTFT and TPOT targets out of reach too, as in relay --saturate.
+        pools: [{
+          id: 'bench', model: MODEL, mock_profile: 'tiny', engine: { ttft_target_ms: 3_600_000, tpot_target_ms: 3_600_000 },
+          replicas: fleet.replicas.map((r) => ({ id: r.id, url: r.url })),
+        }],
+      }
+      : values['ttft-ms'] !== '' ? { admission: { ttft_ms_by_tier: { premium: ttft, standard: ttft, batch: ttft } } } : {};
     const start = async (name: string, root: string, nodeArgs: string, tracing: OtlpSink | null = null): Promise<BenchTarget> => {
       const dir = mkdtempSync(join(logDir, `${name}-`));
       const gw = await startGatewayProcess({
@@ -149,7 +162,8 @@ const ab: BenchScenario = async (args) => {
         + `${values.requests} requests or ${values['max-seconds']} s per run; ${rounds} rounds; policy ${values.policy}`,
       values.pin ? 'pinned: gateways on CPU 1, mocks on CPU 0' : 'not pinned',
       ...(values['base-node-args'] || values['head-node-args'] ? [`node flags: base \`${values['base-node-args']}\`, head \`${values['head-node-args']}\``] : []),
-      ...(values['ttft-ms'] !== '' ? [`both sides' TTFT budget ${values['ttft-ms']} ms for every tier`] : []),
+      ...(values['lax-admission'] ? ['both sides: admission targets out of reach, connect timeout 30 s (`--lax-admission`)']
+        : values['ttft-ms'] !== '' ? [`both sides' TTFT budget ${values['ttft-ms']} ms for every tier`] : []),
       ...(sink !== null ? [`head traces every request (always_on, OTLP/protobuf): ${sink.posts} exports, ${(sink.bytes / 1e6).toFixed(1)} MB received`] : []),
     ],
     extra: { runs, noise, cpuNoise, baseRev },
