@@ -142,7 +142,7 @@ export class FleetSim implements RequestSink {
     const n = o.pool.replicas.length;
     const base: EngineOptions = {
       profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters], numGpuBlocks: o.pool.numGpuBlocks,
-      cudaGraphPadding: o.batchPadding === true,
+      cudaGraphPadding: o.batchPadding === true, histograms: false, // the scrape reads counters() only
     };
     this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0, o.engineBiasPct ?? 0));
     this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));

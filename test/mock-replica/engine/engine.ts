@@ -95,7 +95,7 @@ export class MockEngine {
     this.schedTokens = new Int32Array(this.config.maxNumSeqs);
     this.sampledIndex = new Int32Array(this.config.maxNumSeqs);
     this.hitIds = new Int32Array(Math.ceil(this.config.maxModelLen / this.config.blockSize) + 1);
-    this.rec = new StatsRecorder(this.config.maxModelLen);
+    this.rec = new StatsRecorder(this.config.maxModelLen, opts.histograms !== false);
     for (const name of opts.loras ?? []) this.adapters.add(name);
   }
 
