@@ -95,7 +95,7 @@ export class LiveRequest implements EngineRequestEvents {
 
   onToken(_index: number): void {
     this.gw.ledger.tokens(this.entry!, 1);
-    this.gw.router.tokens(this.decision!);
+    this.gw.router.tokensAt(this.slot);
     this.tokens++;
     this.sink.inflightTokens[this.slot]! += 1;
     this.lastTokenMs = this.sink.now();
