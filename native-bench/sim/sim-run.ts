@@ -352,13 +352,13 @@ export class FleetSim implements RequestSink {
     lr.slot = slot;
     // Admission reserved the prompt and the reply's KV figure (its forecast), as the pipeline does.
     lr.reserved = req.promptTokens + kvReplyTokens(lr.route);
-    lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached, lr.route.reply ?? null);
+    gw.ledger.dispatchInto(lr, slot, req.promptTokens, req.maxTokens, bs, uncached, lr.route.reply ?? null);
     lr.dispatchMs = this.clock.now();
     gw.router.dispatched(lr.route, d);
     const engine = this.engines[slot];
     if (!engine) {
       gw.dataPlaneFailure(slot);
-      gw.ledger.end(lr.entry);
+      gw.ledger.end(lr);
       gw.router.finished(lr.route, d, null, null);
       gw.admission.released(this.pool.id, lr.reserved);
       lr.excluded.push(slot);
