@@ -142,7 +142,7 @@ export class FleetSim implements RequestSink {
     const n = o.pool.replicas.length;
     const base: EngineOptions = {
       profile: o.pool.profile, blockSize: o.pool.blockSize, maxLoras: o.pool.maxLoras, loras: [...o.pool.adapters], numGpuBlocks: o.pool.numGpuBlocks,
-      cudaGraphPadding: o.batchPadding === true,
+      cudaGraphPadding: o.batchPadding === true, histograms: false, // the scrape reads counters() only
     };
     this.engineOptions = Array.from({ length: n }, (_, slot) => slotEngineOptions(base, o.seed, slot, o.engineErrorPct ?? 0, o.stepJitterPct ?? 0, o.engineBiasPct ?? 0));
     this.engines = this.engineOptions.map((eo) => new MockEngine(eo, this.clock));
@@ -352,13 +352,13 @@ export class FleetSim implements RequestSink {
     lr.slot = slot;
     // Admission reserved the prompt and the reply's KV figure (its forecast), as the pipeline does.
     lr.reserved = req.promptTokens + kvReplyTokens(lr.route);
-    lr.entry = gw.ledger.dispatch(slot, req.promptTokens, req.maxTokens, bs, uncached, lr.route.reply ?? null);
+    gw.ledger.dispatchInto(lr, slot, req.promptTokens, req.maxTokens, bs, uncached, lr.route.reply ?? null);
     lr.dispatchMs = this.clock.now();
     gw.router.dispatched(lr.route, d);
     const engine = this.engines[slot];
     if (!engine) {
       gw.dataPlaneFailure(slot);
-      gw.ledger.end(lr.entry);
+      gw.ledger.end(lr);
       gw.router.finished(lr.route, d, null, null);
       gw.admission.released(this.pool.id, lr.reserved);
       lr.excluded.push(slot);

@@ -95,6 +95,16 @@ export class InflightLedger {
    */
   dispatch(slot: number, promptTokens: number, maxTokens: number, blockSize: number, uncachedPromptTokens = promptTokens,
     reply: LedgerReply | null = null, sequences = 1): LedgerEntry {
+    return this.dispatchInto(newLedgerEntry(), slot, promptTokens, maxTokens, blockSize, uncachedPromptTokens, reply, sequences);
+  }
+
+  /**
+   * dispatch() into an entry the caller keeps: the fleet simulator's request is its own entry, so a relayed
+   * token loads one object, not a request and then its entry (a cache miss each, per token). `e` must be new
+   * or ended: nothing may still update it for an earlier dispatch.
+   */
+  dispatchInto(e: LedgerEntry, slot: number, promptTokens: number, maxTokens: number, blockSize: number, uncachedPromptTokens = promptTokens,
+    reply: LedgerReply | null = null, sequences = 1): LedgerEntry {
     const base = slot * LEDGER_FIELDS;
     const expect = reply === null ? maxTokens : capped(reply.meanTokens * sequences, maxTokens);
     const reserve = reply === null ? maxTokens : capped(reply.kvTokens * sequences, maxTokens);
@@ -105,10 +115,20 @@ export class InflightLedger {
     this.add(base + LEDGER_OUTSTANDING_TOKENS, prefill + expect);
     this.add(base + LEDGER_RESERVED_BLOCKS, blocks);
     this.add(base + LEDGER_DISPATCHED_BLOCKS, blocks);
-    return {
-      slot, promptTokens: prefill, wholePrompt: promptTokens, maxTokens, expectTokens: expect, reserveTokens: reserve, blocks, blockSize,
-      outputTokens: 0, reply, sequences, firstTokenSeen: false, ended: false,
-    };
+    e.slot = slot;
+    e.promptTokens = prefill;
+    e.wholePrompt = promptTokens;
+    e.maxTokens = maxTokens;
+    e.expectTokens = expect;
+    e.reserveTokens = reserve;
+    e.blocks = blocks;
+    e.blockSize = blockSize;
+    e.outputTokens = 0;
+    e.reply = reply;
+    e.sequences = sequences;
+    e.firstTokenSeen = false;
+    e.ended = false;
+    return e;
   }
 
   firstToken(e: LedgerEntry): void {
@@ -177,6 +197,14 @@ export class InflightLedger {
     const base = slot * LEDGER_FIELDS;
     for (let f = 0; f < LEDGER_FIELDS; f++) Atomics.store(this.cells, base + f, 0);
   }
+}
+
+/** An entry no dispatch has filled yet (ended: every update is a no-op until dispatchInto fills it). */
+export function newLedgerEntry(): LedgerEntry {
+  return {
+    slot: -1, promptTokens: 0, wholePrompt: 0, maxTokens: 0, expectTokens: 0, reserveTokens: 0, blocks: 0, blockSize: 16,
+    outputTokens: 0, reply: null, sequences: 1, firstTokenSeen: false, ended: true,
+  };
 }
 
 function capped(x: number, cap: number): number {

@@ -161,6 +161,11 @@ export class Router {
     this.gpu?.tokens(d.slot);
   }
 
+  /** tokens() for a caller that holds the attempt's slot (the simulator): no Decision load per token. */
+  tokensAt(slot: number): void {
+    this.gpu?.tokens(slot);
+  }
+
   /** The attempt's stream ended after `outputTokens` (called at once, before any reply hashing). */
   ended(req: RouteRequest, d: Decision, outputTokens: number): void {
     this.gpu?.ended(d.slot, req, d, outputTokens);

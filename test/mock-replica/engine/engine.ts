@@ -57,7 +57,7 @@ export class MockEngine {
   private stepStartMs = 0;
   private stepEndMs = 0;
   private saltSeq = 0;
-  /** Keeps addToBatch's warming loads observable, so the compiler cannot drop them. */
+  /** Keeps the warming loads (addToBatch's, finishStep's) observable, so the compiler cannot drop them. */
   warmSink = 0;
   /**
    * This step's batch: the first schedCount entries of schedReqs/schedTokens (at most max_num_seqs). Kept by
@@ -95,7 +95,7 @@ export class MockEngine {
     this.schedTokens = new Int32Array(this.config.maxNumSeqs);
     this.sampledIndex = new Int32Array(this.config.maxNumSeqs);
     this.hitIds = new Int32Array(Math.ceil(this.config.maxModelLen / this.config.blockSize) + 1);
-    this.rec = new StatsRecorder(this.config.maxModelLen);
+    this.rec = new StatsRecorder(this.config.maxModelLen, opts.histograms !== false);
     for (const name of opts.loras ?? []) this.adapters.add(name);
   }
 
@@ -448,9 +448,7 @@ export class MockEngine {
     const b = a + numNew;
     s.scheduledSeqs++;
     s.contextTokens += a;
-    if (numNew === 1 && a >= req.promptTokens && req.firstTokenSampled) {
-      // decode: cost is in weight/KV reads and perSeqMs
-    } else {
+    if (!(numNew === 1 && a >= req.promptTokens && req.firstTokenSampled)) { // prefill (decode costs its weight and KV reads, perSeqMs)
       s.prefillTokens += numNew;
       s.attentionSquares += b * b - a * a;
     }
@@ -536,6 +534,8 @@ export class MockEngine {
       }
       sampled[sampledCount] = req;
       sampledIndex[sampledCount++] = index;
+      // Loads its events object here, where the misses of a batch overlap; pass 2 calls into them one at a time.
+      this.warmSink += req.events.onToken === undefined ? 1 : 0;
     }
     this.rec.stepEnded(iterationTokens);
     if (finishedAny) {

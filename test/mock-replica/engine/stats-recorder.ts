@@ -1,12 +1,15 @@
 // The engine's counters and histograms, updated at the points vLLM updates them (docs/vllm-facts.md "Metrics"):
 // TTFT and ITL per sampled token, prompt tokens at the first token, prefix-cache queries per admission,
 // per-request latencies when the request finishes, iteration tokens per step.
-// Thread: main of the mock process. Hot path: tokenSampled runs per generated token (one histogram observe).
+// Thread: main of the mock process. Hot path: tokenSampled runs per generated token (one histogram observe,
+// none when the engine was built without histograms: EngineOptions.histograms).
 import type { EngineRequest } from './engine-request.ts';
 import { EngineHistograms, type EngineCounters, type EngineStats } from './stats.ts';
 
 export class StatsRecorder {
   readonly hist: EngineHistograms;
+  /** Observe the histograms (EngineOptions.histograms); false leaves them empty, decided at construction. */
+  private readonly observe: boolean;
   preemptions = 0;
   aborted = 0;
   completed = 0;
@@ -18,8 +21,9 @@ export class StatsRecorder {
   private prefixHits = 0;
   private readonly success = { stop: 0, length: 0, abort: 0 };
 
-  constructor(maxModelLen: number) {
+  constructor(maxModelLen: number, observe = true) {
     this.hist = new EngineHistograms(maxModelLen);
+    this.observe = observe;
   }
 
   admitted(queryTokens: number, hitTokens: number): void {
@@ -29,7 +33,7 @@ export class StatsRecorder {
 
   stepEnded(iterationTokens: number): void {
     this.steps++;
-    this.hist.iterationTokens.observe(iterationTokens);
+    if (this.observe) this.hist.iterationTokens.observe(iterationTokens);
   }
 
   /** Call after req.numOutputTokens was incremented and before req.lastTokenMs is moved to `endMs`. */
@@ -37,8 +41,8 @@ export class StatsRecorder {
     this.generationTokensTotal++;
     if (req.numOutputTokens === 1) {
       this.promptTokensTotal += req.promptTokens;
-      this.hist.ttft.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
-    } else {
+      if (this.observe) this.hist.ttft.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
+    } else if (this.observe) {
       this.hist.itl.observe((endMs - req.lastTokenMs) / 1000);
     }
   }
@@ -48,6 +52,7 @@ export class StatsRecorder {
     this.success[reason]++;
     if (reason === 'abort') this.aborted++;
     else this.completed++;
+    if (!this.observe) return;
     h.e2e.observe(Math.max(0, endMs - req.arrivalMs) / 1000);
     h.promptTokens.observe(req.promptTokens);
     h.generationTokens.observe(req.numOutputTokens);

@@ -35,6 +35,12 @@ export interface EngineOptions {
    * Default false: the profile's figures for the batch as scheduled.
    */
   cudaGraphPadding?: boolean;
+  /**
+   * false: the engine observes none of its histograms (stats() reports them empty; counters and gauges are
+   * kept). A fleet simulator reads only counters(), and an observe per sampled token and nine per finished
+   * request were a tenth of a round-robin run's CPU. Default true (the HTTP mock's /metrics needs them).
+   */
+  histograms?: boolean;
 }
 
 export interface StepTimeNoise {

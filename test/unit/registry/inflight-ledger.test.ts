@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  InflightLedger, LEDGER_INFLIGHT, LEDGER_OUTSTANDING_TOKENS, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS,
+  InflightLedger, newLedgerEntry, LEDGER_INFLIGHT, LEDGER_OUTSTANDING_TOKENS, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS,
   LEDGER_RUNNING, LEDGER_OUTPUT_TOKENS, LEDGER_DISPATCHED_BLOCKS,
 } from '../../../src/registry/inflight-ledger.ts';
 
@@ -117,4 +117,26 @@ void test('a one-thread ledger (sameThread, the simulator\'s) keeps the same cel
   run(local);
   assert.deepEqual(cells(local), cells(shared));
   assert.ok(local.get(1, LEDGER_DISPATCHED_BLOCKS) < 0, 'wrapped');
+});
+
+void test('dispatchInto fills an entry the caller keeps, which counts as dispatch() would and can be filled again once ended', () => {
+  const a = new InflightLedger(2, true);
+  const b = new InflightLedger(2, true);
+  const kept = newLedgerEntry();
+  a.tokens(kept, 3); // not dispatched yet: ended, nothing counts
+  assert.deepEqual(all(a, 1), [0, 0, 0, 0, 0, 0]);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const e = b.dispatch(1, 1600, 400, 16, 100);
+    assert.equal(a.dispatchInto(kept, 1, 1600, 400, 16, 100), kept);
+    assert.deepEqual({ ...kept }, { ...e });
+    for (const [l, x] of [[a, kept], [b, e]] as const) {
+      l.firstToken(x);
+      l.tokens(x, 5);
+    }
+    assert.deepEqual(all(a, 1), all(b, 1));
+    a.end(kept);
+    b.end(e);
+    assert.deepEqual(all(a, 1), [0, 0, 0, 0, 0, 0]);
+  }
+  assert.equal(a.get(1, LEDGER_DISPATCHED_BLOCKS), b.get(1, LEDGER_DISPATCHED_BLOCKS));
 });
