@@ -26,10 +26,6 @@ export class RequestContext {
    */
   private controller: AbortController | null = null;
   tenant: TenantIdentity | null = null;
-  /** The acceptor's in-flight list (src/server/inflight-list.ts) threads through these. */
-  inflightPrev: RequestContext | null = null;
-  inflightNext: RequestContext | null = null;
-  inflightLinked = false;
   model = '';
   poolId: string | null = null;
   adapter: string | null = null;

@@ -2,13 +2,11 @@
 // body is passed through as bytes, and a long completion can be hundreds of KB of text. Safe because a key's
 // closing quote followed by a colon (`"usage":`) cannot occur inside a JSON string, where every quote is
 // escaped. Falls back to a full parse when the shape is unexpected.
-// Thread: main. Hot path for non-streaming requests: two native Buffer searches and a byte scan of the usage
-// object (usage-scan.ts; a small JSON.parse only for a shape vLLM does not write).
+// Thread: main. Hot path for non-streaming requests: two native Buffer searches and one small JSON.parse.
 // replyText() (only when the routing policy wants a finished reply's block hashes) reads the first choice's
 // text the same way: two searches and one decode of the text, a full parse only for an unexpected shape.
 import { jsonStringField } from './json-string.ts';
-import { FALLBACK, scanUsage } from './usage-scan.ts';
-import { usageNumbers, type UsageNumbers } from './usage-numbers.ts';
+import { usageNumbers } from './usage-numbers.ts';
 
 const USAGE = Buffer.from('"usage":{');
 const FINISH = Buffer.from('"finish_reason":');
@@ -34,8 +32,6 @@ export function jsonFigures(body: Buffer): JsonFigures | null {
       const c = body[i];
       if (c === 0x7b) depth++;
       else if (c === 0x7d && --depth === 0) {
-        const scanned = scanUsage(body, start, i);
-        if (scanned !== FALLBACK) return counted(scanned, finishReasonAt(body));
         try {
           return figures(JSON.parse(body.toString('utf8', start, i + 1)) as unknown, finishReasonAt(body));
         } catch {
@@ -74,10 +70,7 @@ export function replyText(body: Buffer, isChat: boolean): string | null {
 }
 
 function figures(u: unknown, finishReason: string | null): JsonFigures {
-  return counted(usageNumbers(u), finishReason);
-}
-
-function counted(n: UsageNumbers | null, finishReason: string | null): JsonFigures {
+  const n = usageNumbers(u);
   return n === null
     ? { promptTokens: 0, completionTokens: 0, cachedTokens: 0, finishReason }
     : { promptTokens: n.promptTokens, completionTokens: n.completionTokens, cachedTokens: n.cachedTokens, finishReason };

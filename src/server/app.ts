@@ -23,7 +23,6 @@ import type { RequestContext } from '../pipeline/request-context.ts';
 import type { Services } from '../pipeline/services.ts';
 import type { Route } from '../pipeline/parse-body.ts';
 import type { HeaderList } from '../relay/client-sink.ts';
-import { InflightList } from './inflight-list.ts';
 
 const NOT_FOUND = errorBody({ code: 'not_found' });
 const METHOD_NOT_ALLOWED = errorBody({ code: 'method_not_allowed' });
@@ -48,7 +47,7 @@ export interface ServerHooks {
 export class GatewayServer {
   private readonly app: TemplatedApp;
   private listenSocket: us_listen_socket | null = null;
-  private readonly inflight = new InflightList();
+  private readonly inflight = new Set<RequestContext>();
   /** handleCompletion's settled hook, bound once (not a closure per request). */
   private readonly completionSettled = (ctx: RequestContext): void => {
     this.inflight.delete(ctx);
@@ -184,7 +183,7 @@ export class GatewayServer {
     }
     const deadline = Date.now() + graceMs;
     while (this.inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    for (const ctx of this.inflight.snapshot()) {
+    for (const ctx of this.inflight) {
       // Mark first: the aborts below make stages fail, and they must answer shutting_down, not retry or 400.
       ctx.shutdownAborted = true;
       ctx.abortSignal();
