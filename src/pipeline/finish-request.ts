@@ -45,11 +45,12 @@ export function finishRequest(svc: Services, ctx: RequestContext): Promise<void>
   if (ctx.quotaHeld && tenant !== null) {
     ctx.quotaHeld = false;
     // Charged only when a replica produced output: prompt + output tokens; everything else is refunded.
-    const used = ctx.ttftMs !== null || (ctx.status === 200 && !ctx.stream) ? ctx.inputTokens + ctx.outputTokens : 0;
+    const produced = ctx.ttftMs !== null || (ctx.status === 200 && !ctx.stream) ? ctx.inputTokens + ctx.outputTokens : 0;
+    const used = Math.min(produced, ctx.reservedTokens);
     const quota = svc.quota;
-    if (quota.settleNow === undefined) return settleThenRecord(svc, ctx, tenant, Math.min(used, ctx.reservedTokens));
+    if (quota.settleNow === undefined) return settleThenRecord(svc, ctx, tenant, used);
     try {
-      quota.settleNow(tenant.limits, ctx.quotaId, ctx.reservedTokens, Math.min(used, ctx.reservedTokens));
+      quota.settleNow(tenant.limits, ctx.quotaId, ctx.reservedTokens, used);
     } catch (err) {
       svc.log.error({ err, request_id: ctx.id }, 'quota settlement failed');
     }
