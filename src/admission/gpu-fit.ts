@@ -56,9 +56,10 @@ export class GpuFit {
    * candidate it has just predicted, so the router's fit and admission's are one rule. worthQueueing and
    * record read this.p: they follow judge(), not decide() on another prediction. `fig` is the pool's figures
    * and `whole` the request's whole TTFT budget (GpuTimeModel.budgetMs), the same for every candidate: the
-   * caller reads them once per decision.
+   * caller reads them once per decision. `wait` false: the caller wants the verdict only (waitMs is left NaN
+   * when it does not fit), so a prediction `p` may have its per-stream figures pending (GpuTimeModel.harmOf).
    */
-  decide(gpu: GpuTimeModel, fig: PoolFigures | undefined, req: RouteRequest, slot: number, p: GpuPrediction, whole: number, waitedMs: number, ttftMargin: number, tpotMargin: number): boolean {
+  decide(gpu: GpuTimeModel, fig: PoolFigures | undefined, req: RouteRequest, slot: number, p: GpuPrediction, whole: number, waitedMs: number, ttftMargin: number, tpotMargin: number, wait = true): boolean {
     this.certain = false;
     if (fig === undefined || Number.isNaN(p.ttftMs)) {
       this.waitMs = 0;
@@ -72,20 +73,22 @@ export class GpuFit {
     if (reach > fig.tpotTargetMs) tpotLimit = OWN_TTFT_SLACK * reach;
     else if (reach > tpotLimit) tpotLimit = reach;
     this.tpotLimitMs = tpotLimit;
-    if (p.tpotMs <= this.tpotLimitMs && p.harm === 0) {
-      if (p.ttftMs <= limit) {
-        this.waitMs = 0;
-        return true;
-      }
-      if (p.seenWhole && CERTAIN_SLACK * p.worstTtftMs <= budget) {
-        this.certain = true;
+    if (p.tpotMs <= this.tpotLimitMs) {
+      // The per-stream pass (harm) only where TTFT and TPOT fit already: it is the prediction's dearest part.
+      const inTime = p.ttftMs <= limit;
+      if ((inTime || (p.seenWhole && CERTAIN_SLACK * p.worstTtftMs <= budget)) && gpu.harmOf(p) === 0) {
+        this.certain = !inTime;
         this.waitMs = 0;
         return true;
       }
     }
+    if (!wait) {
+      this.waitMs = Number.NaN;
+      return false;
+    }
     this.waitMs = waitUntilFits(p, limit, this.tpotLimitMs);
     // Streams it would push past their TPOT (stream-slack.ts) end by harmClearMs; not before then.
-    if (p.harm > 0 && p.harmClearMs > this.waitMs) this.waitMs = p.harmClearMs;
+    if (gpu.harmOf(p) > 0 && p.harmClearMs > this.waitMs) this.waitMs = p.harmClearMs;
     return false;
   }
 

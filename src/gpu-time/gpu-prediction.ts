@@ -34,8 +34,12 @@ export class GpuPrediction {
   rhoArriving = 0;
   rhoOwn = 0;
   tpotMs = 0;
-  /** Streams there this request's prefill would push past their TPOT target (stream-slack.ts). */
+  /**
+   * Streams there this request's prefill would push past their TPOT target (stream-slack.ts). Read through
+   * GpuTimeModel.harmOf() where predict() may have left it pending (`harmPending`, with harmClearMs, idleMs).
+   */
   harm = 0;
+  harmPending = false;
   /** When the last of those streams would end, ms from now (StreamSlack.clearMs); 0 when it harms none. */
   harmClearMs = 0;
   /**

@@ -37,7 +37,8 @@ export class GpuTimeScorer {
     for (let i = 0; i < t.n; i++) {
       const slot = t.slot[i]!;
       const matched = t.matched[i]!;
-      model.predict(req, slot, matched, p);
+      // The per-stream figures left pending: decide() asks for them only where the TTFT and TPOT fit.
+      model.predict(req, slot, matched, p, false);
       if (!Number.isNaN(p.totalBlocks)) index.setCapacity(slot, p.totalBlocks);
       t.fresh[i] = p.fresh ? 1 : 0;
       t.workTokens[i] = p.workAhead;
@@ -47,7 +48,7 @@ export class GpuTimeScorer {
       t.kvAfter[i] = p.kvAfter;
       // Admission's own verdict on this prediction (no second prediction): the tier's budget admission set
       // on the request, nothing waited yet.
-      t.gpuFits[i] = this.fit.decide(model, fig, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin) ? 1 : 0;
+      t.gpuFits[i] = this.fit.decide(model, fig, req, slot, p, budget, 0, this.ttftMargin, this.tpotMargin, false) ? 1 : 0;
       t.inflight[i] = p.inflight;
       t.outstanding[i] = ledger.get(slot, LEDGER_OUTSTANDING_TOKENS);
       const uncached = req.promptTokens - matched * fig.blockSize;

@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GpuPrediction, waitUntilFits } from '../../../src/gpu-time/gpu-time-model.ts';
+import { GpuFit } from '../../../src/admission/gpu-fit.ts';
 import { ttftLimitMs } from '../../../src/router/filters/headroom-filter.ts';
 import { createPolicy } from '../../../src/router/route.ts';
 import { Decision, type RouteRequest } from '../../../src/router/types.ts';
@@ -195,4 +196,55 @@ test('any policy\'s pick that would stall a short stream past its TPOT is held b
   h.router.finished(shortReq, o.decision, 0, null);
   h.finish('short');
   assert.equal(kindOf(h, 'batch'), 'admitted:a', 'admitted once the stream it would have stalled ended');
+});
+
+test('kv-aware\'s scorer leaves the per-stream pass pending where TTFT or TPOT already fail, and its verdict is admission\'s on every replica', () => {
+  // Three replicas with short streams decoding and prompts queued (uneven), then requests of every size
+  // judged on each replica twice: as the scorer does (per-stream figures pending, verdict only) and as
+  // admission's judge does (everything computed). The verdicts must agree, the lazy pass must run wherever it
+  // decides the verdict, and stay pending where the TTFT already fails.
+  const h = harness([big('a'), big('b'), big('c')], { gpuTime: true });
+  let n = 0;
+  const stream = (slot: number, promptTokens: number, maxTokens: number): void => {
+    const req: RouteRequest = { poolId: 'p', adapter: null, promptTokens, maxTokens, blockHashes: new Float64Array(0), excluded: [] };
+    const d = new Decision();
+    d.slot = slot;
+    h.fleet.ledger.dispatch(slot, promptTokens, maxTokens, 16);
+    h.router.dispatched(req, d);
+    h.clock.advance(5);
+    if (n++ % 3 !== 2) h.router.firstToken(req, d, 5);
+  };
+  for (let i = 0; i < 4; i++) stream(0, 160, 5 + i);
+  for (let i = 0; i < 6; i++) stream(1, 900 + 200 * i, 40);
+  stream(2, 4000, 200);
+  const fig = h.gpu.figures('p')!;
+  const lazy = new GpuPrediction();
+  const eager = new GpuPrediction();
+  const fitLazy = new GpuFit();
+  const fitEager = new GpuFit();
+  let pending = 0;
+  let harmDecided = 0;
+  for (const promptTokens of [40, 160, 600, 1200, 1700, 2400, 3500, 6000]) {
+    for (const maxTokens of [5, 50, 500]) {
+      const req: RouteRequest = { poolId: 'p', adapter: null, promptTokens, maxTokens, blockHashes: new Float64Array(0), excluded: [] };
+      const budget = h.gpu.budgetMs(req);
+      for (let slot = 0; slot < 3; slot++) {
+        h.gpu.predict(req, slot, 0, lazy, false);
+        const v1 = fitLazy.decide(h.gpu, fig, req, slot, lazy, budget, 0, 0.5, 0.6, false);
+        if (lazy.harmPending) pending++;
+        h.gpu.predict(req, slot, 0, eager);
+        const v2 = fitEager.decide(h.gpu, fig, req, slot, eager, budget, 0, 0.5, 0.6);
+        assert.equal(v1, v2, `${promptTokens}/${maxTokens} on ${slot}`);
+        assert.equal(fitLazy.certain, fitEager.certain);
+        if (eager.harm > 0 && eager.tpotMs <= fitEager.tpotLimitMs && eager.ttftMs <= fitEager.limitMs) harmDecided++;
+      }
+    }
+  }
+  assert.ok(pending > 0, 'some candidates fail on TTFT or TPOT alone: their per-stream pass never ran');
+  assert.ok(harmDecided > 0, 'some verdicts turn on the per-stream pass');
+  // A pending prediction cannot be completed once another prediction has reset the model's stream query.
+  const req: RouteRequest = { poolId: 'p', adapter: null, promptTokens: 6000, maxTokens: 5, blockHashes: new Float64Array(0), excluded: [] };
+  h.gpu.predict(req, 2, 0, lazy, false);
+  h.gpu.predict(req, 1, 0, eager, false);
+  assert.throws(() => h.gpu.harmOf(lazy), /outlived its query/);
 });
