@@ -189,7 +189,7 @@ export class RaceRunner {
   private logRun(out: RunOutput, note: string): void {
     const j = out.json;
     const at = j.load !== null ? `${j.load}×` : j.speed !== null ? `speed ${j.speed}` : `${j.rps} rps`;
-    this.log(`[${this.done} runs] ${j.policy}/${j.admission} seed ${j.seed} ${at}: offered ${j.offered_rps} rps, SLO met ${(j.slo_attainment * 100).toFixed(1)} %${note}`);
+    this.log(`[${this.done} runs] ${j.policy}/${j.admission} seed ${j.seed} ${at}: offered ${j.offered_rps} rps, SLO met ${(j.slo_attainment * 100).toFixed(1)} %, ${(out.cpuMs / 1000).toFixed(1)} s CPU${note}`);
   }
 
   /**
