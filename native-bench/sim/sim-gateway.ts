@@ -85,9 +85,9 @@ export class SimGateway implements FleetView {
     this.pool = pool;
     this.clock = clock;
     const n = pool.replicas.length;
-    // One thread reads and writes it (this run's): plain arithmetic, the same figures as Atomics.
+    // One thread reads and writes them (this run's): plain arithmetic and loads, the same figures as Atomics.
     this.ledger = new InflightLedger(n, true);
-    this.table = new ReplicaTableWriter(n);
+    this.table = new ReplicaTableWriter(n, true);
     this.downAfter = cfg.registry.down_after_failures;
     this.loraEnabled = pool.adapters.length > 0;
     this.members = Object.freeze(Array.from({ length: n }, (_, i) => i));
