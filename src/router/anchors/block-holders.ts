@@ -11,20 +11,28 @@
 //     Dynamo's KvIndexer (ai-dynamo/dynamo lib/kv-router/src/radix_tree.rs).
 // Unlike prefix-index.ts (4 holders per hash, shared between acceptor threads through a SharedArrayBuffer),
 // this is one thread's: per slot, an open-addressing table from hash to its membership (hash-int-map.ts);
-// memberships in growable typed arrays, linked in a per-slot LRU. Nothing links a hash's holders together:
-// lookup() probes each candidate's table, which costs Σ over candidates of (its run + 1) probes, never more
-// than walking every holder of every matched block, and store() finds a membership in one probe however many
-// replicas hold the hash (a prefix every replica has cached has 40 holders on the 8B pool).
+// memberships in growable typed arrays, linked in a per-slot LRU. The per-slot tables answer holds() and find
+// a membership for the LRU, eviction and removal in one probe however many replicas hold the hash (a prefix
+// every replica has cached has 40 holders on the 8B pool). Beside them, each hash's holders as a bitmap over
+// slots (one more table, hash → row; a row is ceil(slots/32) Int32 words and a holder count, freed with its
+// hash when the count reaches 0), kept in step by store() of a new membership and by drop(), which every
+// other way out goes through (eviction, remove(), clearSlot(), the holder cap). lookup() walks the blocks
+// once: one probe of that table per block, and ceil(slots/32) words ANDed with the candidates still running,
+// until none is left (Σ over candidates of (run + 1) probes before: up to 40 × ~100 per decision). The cost:
+// one more probe per new membership, one (two for a hash's last) per dropped one, and per hash with a
+// holder a bucket of that table (12 bytes, the table at most half full: 24-48 bytes) plus 4 × (ceil(slots/32)
+// + 1) bytes of row: 12 on 40 slots, in arrays doubled as they grow.
 // With a holder cap (llm-d's precise index: kvblock.InMemoryIndexConfig.PodCacheSize, default 10 pods per
 // block key, llm-d-kv-cache pkg/kvcache/kvblock/in_memory.go), each hash also keeps its holders in an LRU
 // of that many: an eleventh replica storing it makes the index forget the least recently stored one, though
 // that replica's engine still holds the block.
-// Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision; store() once per
-// stored block, O(1); no allocation except when the arrays grow.
+// Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision, O(blocks matched ×
+// ceil(slots/32) + candidates); store() once per stored block, O(1); no allocation except when arrays grow.
 import { HashIntMap } from './hash-int-map.ts';
 
 const NONE = -1;
 const INITIAL_MEMBERSHIPS = 4096;
+const INITIAL_ROWS = 1024;
 
 export class BlockHolders {
   readonly slots: number;
@@ -54,6 +62,17 @@ export class BlockHolders {
   private groupsUsed = 0;
   /** Memberships dropped because a hash had `cap` newer holders. */
   capDrops = 0;
+  // Per hash, its holders: hash → row; row r's bits in rowBits[r * words, (r + 1) * words), bit s of the row
+  // set when slot s holds the hash; rowHolders[r] its bits set (free rows chained through it).
+  private readonly words: number;
+  private readonly rowOf = new HashIntMap();
+  private rowBits: Int32Array;
+  private rowHolders: Int32Array;
+  private rowFree = NONE;
+  private rowsUsed = 0;
+  // lookup()'s scratch: the distinct candidates still running, as a bitmap over slots, and each one's run.
+  private readonly want: Int32Array;
+  private readonly runOf: Int32Array;
 
   /**
    * `capacityBlocks`: each slot's LRU bound until setCapacity says otherwise (Infinity: none); `holdersPerHash`:
@@ -75,6 +94,11 @@ export class BlockHolders {
     this.oldest = new Int32Array(slots).fill(NONE);
     this.counts = new Int32Array(slots);
     this.capacities = new Float64Array(slots).fill(capacityBlocks);
+    this.words = Math.ceil(slots / 32);
+    this.rowBits = new Int32Array(INITIAL_ROWS * this.words);
+    this.rowHolders = new Int32Array(INITIAL_ROWS);
+    this.want = new Int32Array(this.words);
+    this.runOf = new Int32Array(slots);
   }
 
   /** Blocks the slot is believed to hold. */
@@ -82,22 +106,19 @@ export class BlockHolders {
     return this.counts[slot]!;
   }
 
-  /** Hashes with at least one holder. O(memberships) and allocates: for tests, not the hot path. */
+  /** Hashes with at least one holder. */
   hashes(): number {
-    const seen = new Set<number>();
-    for (const t of this.bySlot) t.forEach((h) => seen.add(h));
-    return seen.size;
+    return this.rowOf.size;
   }
 
   holds(slot: number, hash: number): boolean {
     return this.bySlot[slot]!.get(hash) !== NONE;
   }
 
-  /** Replicas believed to hold `hash`. O(slots). */
+  /** Replicas believed to hold `hash`. */
   holderCount(hash: number): number {
-    let n = 0;
-    for (const t of this.bySlot) if (t.get(hash) !== NONE) n++;
-    return n;
+    const r = this.rowOf.get(hash);
+    return r === NONE ? 0 : this.rowHolders[r]!;
   }
 
   capacity(slot: number): number {
@@ -138,9 +159,48 @@ export class BlockHolders {
     this.slotOf[n] = slot;
     this.linkNewest(n);
     this.counts[slot]!++;
+    this.addHolder(slot, hash);
     if (this.groupOf !== null) this.joinGroup(slot, hash);
     if (this.counts[slot]! > this.capacities[slot]!) this.evictOldest(slot);
     return true;
+  }
+
+  /** Sets `slot`'s bit in `hash`'s row, taking a row for a hash that had no holder. */
+  private addHolder(slot: number, hash: number): void {
+    const next = this.rowFree !== NONE ? this.rowFree : this.rowsUsed;
+    let r = this.rowOf.putIfAbsent(hash, next);
+    if (r === NONE) r = this.allocateRow(); // `next`
+    const w = r * this.words + (slot >>> 5);
+    this.rowBits[w] = this.rowBits[w]! | (1 << (slot & 31));
+    this.rowHolders[r]!++;
+  }
+
+  /** Clears `slot`'s bit in `hash`'s row (held: set), the row freed and the hash deleted when it was the last. */
+  private removeHolder(slot: number, hash: number): void {
+    const r = this.rowOf.get(hash);
+    const w = r * this.words + (slot >>> 5);
+    this.rowBits[w] = this.rowBits[w]! & ~(1 << (slot & 31));
+    if (--this.rowHolders[r]! === 0) {
+      // Every bit of the row is clear again, as a new row must be.
+      this.rowOf.delete(hash);
+      this.rowHolders[r] = this.rowFree;
+      this.rowFree = r;
+    }
+  }
+
+  private allocateRow(): number {
+    if (this.rowFree !== NONE) {
+      const r = this.rowFree;
+      this.rowFree = this.rowHolders[r]!;
+      this.rowHolders[r] = 0;
+      return r;
+    }
+    if (this.rowsUsed === this.rowHolders.length) {
+      this.rowHolders = copyInto(new Int32Array(this.rowHolders.length * 2), this.rowHolders);
+      this.rowBits = copyInto(new Int32Array(this.rowBits.length * 2), this.rowBits);
+    }
+    this.rowHolders[this.rowsUsed] = 0;
+    return this.rowsUsed++;
   }
 
   /** `slot` newly holds `hash`: its newest holder; the oldest is forgotten when that makes one too many. */
@@ -219,14 +279,56 @@ export class BlockHolders {
    * returns the longest. A run ends at the first block the candidate does not hold.
    */
   lookup(hashes: Float64Array, candidates: readonly number[], out: Int32Array): number {
-    let best = 0;
+    const nc = candidates.length;
+    const want = this.want;
+    const run = this.runOf;
+    const words = this.words;
+    want.fill(0);
+    let left = 0;
+    for (let i = 0; i < nc; i++) {
+      const s = candidates[i]!;
+      const k = s >>> 5;
+      const bit = 1 << (s & 31);
+      if ((want[k]! & bit) !== 0) continue; // listed twice: one run, copied to both
+      want[k] = want[k]! | bit;
+      left++;
+    }
+    // One probe per block; the candidates whose bit is clear in its row stop there.
+    const rows = this.rowOf;
+    const bits = this.rowBits;
     const n = hashes.length;
-    for (let i = 0; i < candidates.length; i++) {
-      const table = this.bySlot[candidates[i]!]!;
-      let b = 0;
-      while (b < n && table.get(hashes[b]!) !== NONE) b++;
-      out[i] = b;
-      if (b > best) best = b;
+    let b = 0;
+    for (; b < n && left > 0; b++) {
+      const r = rows.get(hashes[b]!);
+      if (r === NONE) break; // no holder: every candidate left stops here
+      const base = r * words;
+      for (let k = 0; k < words; k++) {
+        let gone = want[k]! & ~bits[base + k]!;
+        if (gone === 0) continue;
+        want[k] = want[k]! & ~gone;
+        while (gone !== 0) {
+          const low = gone & -gone;
+          run[(k << 5) + 31 - Math.clz32(low)] = b;
+          left--;
+          gone ^= low;
+        }
+      }
+    }
+    // Candidates still running stop at b: the block no one holds, or the end.
+    for (let k = 0; k < words && left > 0; k++) {
+      let rest = want[k]!;
+      while (rest !== 0) {
+        const low = rest & -rest;
+        run[(k << 5) + 31 - Math.clz32(low)] = b;
+        left--;
+        rest ^= low;
+      }
+    }
+    let best = 0;
+    for (let i = 0; i < nc; i++) {
+      const r = run[candidates[i]!]!;
+      out[i] = r;
+      if (r > best) best = r;
     }
     return best;
   }
@@ -240,6 +342,7 @@ export class BlockHolders {
   private drop(m: number): void {
     const slot = this.slotOf[m]!;
     this.bySlot[slot]!.delete(this.hashOf[m]!);
+    this.removeHolder(slot, this.hashOf[m]!);
     if (this.groupOf !== null) this.leaveGroup(slot, this.hashOf[m]!);
     this.unlinkLru(m);
     this.counts[slot]!--;

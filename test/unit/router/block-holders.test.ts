@@ -82,3 +82,100 @@ void test('grows past its initial arrays and reuses freed memberships', () => {
   assert.equal(idx.lookup(h, [1], out), 0, 'the chain\'s oldest blocks (its start) were evicted first');
   assert.equal(idx.holds(1, h[4999]!), true);
 });
+
+/** xorshift32: enough to pick operations deterministically. */
+function rng(seed: number): () => number {
+  let s = seed >>> 0 || 1;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return (s >>> 0) / 4294967296;
+  };
+}
+
+/** Each candidate's run from holds() alone, block by block: what lookup() must answer. */
+function referenceRuns(idx: BlockHolders, h: Float64Array, candidates: readonly number[]): number[] {
+  return candidates.map((s) => {
+    let b = 0;
+    while (b < h.length && idx.holds(s, h[b]!)) b++;
+    return b;
+  });
+}
+
+// lookup() answers from a per-hash bitmap of holders kept beside the per-slot tables; this drives both through
+// every way a membership comes and goes (store, insert, remove, clearSlot, the LRU's evictions on store and on
+// setCapacity, the holder cap's drops) on 70 slots (three bitmap words) and checks lookup(), holderCount() and
+// hashes() against holds() after every step, for candidate lists in any order with repeats.
+void test('lookup, holderCount and hashes agree with holds() through random stores, removals, clears, evictions and holder-cap drops', () => {
+  const SLOTS = 70;
+  const configs = [
+    { seed: 1, capacity: Infinity, cap: Infinity, chains: 8, blocks: 40, steps: 3000 },
+    { seed: 2, capacity: 60, cap: 4, chains: 8, blocks: 40, steps: 3000 },
+    { seed: 3, capacity: Infinity, cap: 1, chains: 8, blocks: 40, steps: 2000 },
+    { seed: 4, capacity: 400, cap: Infinity, chains: 12, blocks: 200, steps: 1500 }, // > 1,024 hashes: rows grow
+  ];
+  for (const c of configs) {
+    const r = rng(c.seed);
+    const pick = (n: number): number => Math.floor(r() * n);
+    // Chains sharing a trunk for a random length (a prefix tree), so runs are long and overlap across slots.
+    const trunk = Array.from({ length: c.blocks }, () => Math.floor(r() * 2 ** 53));
+    const chains = Array.from({ length: c.chains }, () => {
+      const shared = pick(c.blocks + 1);
+      return Float64Array.from({ length: c.blocks }, (_, i) => (i < shared ? trunk[i]! : Math.floor(r() * 2 ** 53)));
+    });
+    const universe = [...new Set(chains.flatMap((ch) => [...ch]))];
+    const idx = new BlockHolders(SLOTS, c.capacity, c.cap);
+    const out = new Int32Array(3 * SLOTS);
+    const used = { store: 0, insert: 0, remove: 0, clear: 0, shrink: 0 };
+    for (let step = 0; step < c.steps; step++) {
+      const op = r();
+      const slot = pick(SLOTS);
+      const ch = chains[pick(chains.length)]!;
+      if (op < 0.3) {
+        idx.store(slot, ch[pick(ch.length)]!);
+        used.store++;
+      } else if (op < 0.65) {
+        idx.insert(ch.subarray(0, 1 + pick(ch.length)), pick(4) === 0 ? pick(ch.length) : 0, slot);
+        used.insert++;
+      } else if (op < 0.88) {
+        // Mostly one of the block's holders (a block in the middle of its run), else any slot.
+        const h = ch[pick(ch.length)]!;
+        const holders = Array.from({ length: SLOTS }, (_, s) => s).filter((s) => idx.holds(s, h));
+        if (idx.remove(holders.length > 0 && pick(4) !== 0 ? holders[pick(holders.length)]! : slot, h)) used.remove++;
+      } else if (op < 0.93) {
+        idx.clearSlot(slot);
+        used.clear++;
+      } else {
+        const before = idx.evictions;
+        idx.setCapacity(slot, 1 + pick(c.blocks * 2));
+        if (idx.evictions > before) used.shrink++;
+      }
+      for (let q = 0; q < 3; q++) {
+        const base = chains[pick(chains.length)]!;
+        const h = pick(5) === 0 ? new Float64Array(0) : base.subarray(0, 1 + pick(base.length));
+        const candidates = Array.from({ length: pick(3 * SLOTS + 1) }, () => pick(SLOTS));
+        const want = referenceRuns(idx, h, candidates);
+        const best = idx.lookup(h, candidates, out);
+        assert.deepEqual([...out.subarray(0, candidates.length)], want, `config ${c.seed} step ${step}: runs of ${JSON.stringify(candidates)}`);
+        assert.equal(best, Math.max(0, ...want), `config ${c.seed} step ${step}: longest run`);
+      }
+      for (let q = 0; q < 4; q++) {
+        const h = universe[pick(universe.length)]!;
+        let n = 0;
+        for (let s = 0; s < SLOTS; s++) if (idx.holds(s, h)) n++;
+        assert.equal(idx.holderCount(h), n, `config ${c.seed} step ${step}: holders of ${h}`);
+        if (Number.isFinite(c.cap)) assert.ok(n <= c.cap, 'never more holders than the cap');
+      }
+      if (step % 50 === 0 || step === c.steps - 1) {
+        const held = universe.filter((h) => { for (let s = 0; s < SLOTS; s++) if (idx.holds(s, h)) return true; return false; });
+        assert.equal(idx.hashes(), held.length, `config ${c.seed} step ${step}: hashes with a holder`);
+      }
+    }
+    // Every way out was taken.
+    assert.ok(used.remove > 0 && used.clear > 0 && used.shrink > 0 && idx.evictions > 0, JSON.stringify(used));
+    if (Number.isFinite(c.cap)) assert.ok(idx.capDrops > 0, 'the holder cap dropped memberships');
+    for (let s = 0; s < SLOTS; s++) idx.clearSlot(s);
+    assert.equal(idx.hashes(), 0, 'every row freed once nothing is held');
+  }
+});
