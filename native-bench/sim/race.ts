@@ -36,6 +36,13 @@ const BRACKET_STEP = 1.25;
  * the two tie, so a bad prediction costs nothing. Chosen there, not on any race's seeds.
  */
 const PAIRED_STEP = 1.1;
+/**
+ * The first contender's seeds that search from the pool's computed capacity, in parallel; its other seeds and
+ * every other contender's first start from the mean of what these found. Two keep both threads of a 2-core
+ * race busy at its start; the rest, from within the spread of seeds (±12 % on the seed mix), bracket in 10 %
+ * steps instead of climbing from the computed capacity (9.4 runs a chain on the seed mix, 2.3× up).
+ */
+const OPENING_SEEDS = 2;
 /** 1.25^16 ≈ 35: from the computed capacity down to 3 % of it, or up to 35×. */
 const MAX_BRACKET_STEPS = 16;
 export const OVERLOAD_TIMES = [2, 3] as const;
@@ -261,13 +268,17 @@ export class RaceRunner {
 
   /**
    * Where each chain's search starts, decided by results only (so the same flags give the same JSON
-   * whatever finishes first): the first contender on every seed from the pool's computed capacity; every
-   * other contender's first seed from the mean capacity those found; its later seeds from its first seed's
-   * capacity scaled by how the first contender's capacity moved between those seeds (pairedStart), in
-   * steps of PAIRED_STEP. The computed capacity assumes no queueing and can be several times the SLO
-   * capacity (four times on Azure's code trace): starting every chain there spent most of a race's CPU on
-   * runs far past capacity. A seed moves every contender's capacity alike (its window, its engines' bias),
-   * so the prediction lands closer than the first seed's figure alone.
+   * whatever finishes first). The first contender on its first OPENING_SEEDS seeds from the pool's computed
+   * capacity, on the rest from the mean capacity those found (the hint) in steps of PAIRED_STEP. Every
+   * other contender has a reference (startReference): under Expediter's admission kv-aware under it, once
+   * that is raced, else the first contender. A contender's first seed starts from its reference's capacity
+   * on that seed (from the hint, for a reference that is the first contender), and its later seeds from its own first seed's capacity scaled by how its reference's moved
+   * between those seeds (pairedStart), both in steps of PAIRED_STEP. The computed capacity assumes no
+   * queueing and can be several times the SLO capacity (four times on Azure's code trace): starting every
+   * chain there spent most of a race's CPU on runs far past capacity. A seed moves every contender's
+   * capacity alike (its window, its engines' bias), and most alike among contenders under one admission:
+   * on the seed mix kv-aware's capacity under `none` predicted its own under Expediter's admission on a later
+   * seed within 1-10 %, while the paired ratios of the contenders under that admission spread by 1-3 %.
    */
   async race(): Promise<RaceResult> {
     const p = this.plan;
@@ -278,20 +289,28 @@ export class RaceRunner {
         return ch;
       };
       const [c0, ...rest] = p.contenders;
-      // Raw chains for the starts they inform; finished (the overload runs on kv-aware/expediter's) apart.
-      const firsts = p.seeds.map((seed) => this.chain(c0!, seed, p.start));
-      const hint = Promise.all(firsts).then((chs) => {
+      // Raw chains (per seed) for the starts they inform; finished (the overload runs on kv-aware/expediter's) apart.
+      const raw = new Map<Contender, Array<Promise<Chain>>>();
+      const opening = p.seeds.slice(0, OPENING_SEEDS).map((seed) => this.chain(c0!, seed, p.start));
+      const hint = Promise.all(opening).then((chs) => {
         const found = chs.map((ch) => ch.lo).filter((x): x is number => x !== null);
         return found.length > 0 ? found.reduce((a, b) => a + b, 0) / found.length : p.start;
       });
-      const others = rest.flatMap((c) => {
-        const head = hint.then((h) => this.chain(c, p.seeds[0]!, h));
-        const tail = p.seeds.slice(1).map((seed, i) => Promise.all([head, firsts[0]!, firsts[i + 1]!]).then(([own, ref0, refS]) => {
+      const firsts = [...opening, ...p.seeds.slice(OPENING_SEEDS).map((seed) => hint.then((h) => this.chain(c0!, seed, round4(h), h === p.start ? BRACKET_STEP : PAIRED_STEP)))];
+      raw.set(c0!, firsts);
+      // References are raced before the contenders that lean on them (startReference returns an earlier one).
+      for (const c of rest) {
+        const ref = raw.get(startReference(c, p.contenders))!;
+        const head = ref === firsts
+          ? hint.then((h) => this.chain(c, p.seeds[0]!, h))
+          : ref[0]!.then((r) => (r.axisCapacity === null ? hint.then((h) => this.chain(c, p.seeds[0]!, h)) : this.chain(c, p.seeds[0]!, round4(r.axisCapacity), PAIRED_STEP)));
+        const tail = p.seeds.slice(1).map((seed, i) => Promise.all([head, ref[0]!, ref[i + 1]!]).then(([own, ref0, refS]) => {
           const start = pairedStart(own.axisCapacity, ref0.axisCapacity, refS.axisCapacity);
           return start === null ? hint.then((h) => this.chain(c, seed, own.lo ?? h)) : this.chain(c, seed, round4(start), PAIRED_STEP);
         }));
-        return [head, ...tail].map((x) => x.then(finish));
-      });
+        raw.set(c, [head, ...tail]);
+      }
+      const others = rest.flatMap((c) => raw.get(c)!.map((x) => x.then(finish)));
       const chains = await Promise.all([...firsts.map((x) => x.then(finish)), ...others]);
       const order = (o: RunOutput): [number, number, number] => {
         const ci = p.contenders.findIndex((c) => c.policy === o.json.policy && c.admission === o.json.admission);
@@ -308,6 +327,20 @@ export class RaceRunner {
       await this.pool.close();
     }
   }
+}
+
+/**
+ * The contender whose capacities a contender's searches start from (RaceRunner.race): kv-aware under
+ * Expediter's admission for every other contender under that admission, when it is raced and comes earlier
+ * in the plan (so its chains exist first); otherwise the plan's first contender.
+ */
+export function startReference(c: Contender, contenders: readonly Contender[]): Contender {
+  const at = contenders.indexOf(c);
+  if (c.admission === 'expediter') {
+    const i = contenders.findIndex((x) => x.policy === 'kv-aware' && x.admission === 'expediter');
+    if (i > 0 && i < at) return contenders[i]!;
+  }
+  return contenders[0]!;
 }
 
 /** Plans and runs a race on `threads` worker threads; `log` hears of each run as it ends. */
