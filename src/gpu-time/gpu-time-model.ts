@@ -13,8 +13,8 @@
 // prefill arriving (a sum decaying with ARRIVAL_WINDOW_MS), each stream's slack record, and the learned
 // figures: prefill rate (prefill-rate.ts, from first tokens) and decode step (decode-fit.ts, from inter-token
 // time less the prefill done meanwhile). src/gpu-time/README.md has the derivations and the error.
-// Thread: the acceptor. Hot path: predict() is one KvEstimator read, five ledger loads, ~30 flops and one
-// pass over the replica's streams.
+// Thread: the acceptor. Hot path: predict() is one KvEstimator read, five ledger loads, ~30 flops and (unless
+// left pending for harmOf) one pass over the replica's streams.
 import type { GatewayConfig } from '../config/schema.ts';
 import { LEDGER_INFLIGHT, LEDGER_PREFILL_TOKENS, LEDGER_RESERVED_BLOCKS, LEDGER_RUNNING } from '../registry/inflight-ledger.ts';
 import { KvEstimator, KvState } from '../router/kv-estimate.ts';
@@ -30,7 +30,8 @@ import {
 } from './model-parameters.ts';
 import { StepPhase } from './step-phase.ts';
 import { ArrivingPrefill } from './arriving-prefill.ts';
-import { SlackQuery, StreamSlack } from './stream-slack.ts';
+import { StreamSlack } from './stream-slack.ts';
+import { PendingSlack } from './pending-slack.ts';
 
 /** Its callers (admission, the kv-aware scorer) take the prediction type from here with the model. */
 export { GpuPrediction, waitUntilFits };
@@ -58,10 +59,8 @@ export class GpuTimeModel {
   readonly rates: PrefillRates;
   readonly decode: DecodeFit;
   readonly streams: StreamSlack;
-  private readonly q = new SlackQuery();
-  /** The slot and the prediction the query was last set for (harmOf completes only that one). */
-  private querySlot = -1;
-  private queryFor: GpuPrediction | null = null;
+  /** The per-stream pass of the latest prediction, run when asked (harmOf). */
+  private readonly slack: PendingSlack;
   metrics: GpuTimeMetrics | null = null;
   private readonly fleet: FleetView;
   private readonly pools = new Map<string, PoolState>();
@@ -87,6 +86,7 @@ export class GpuTimeModel {
     this.rates = new PrefillRates(slots);
     this.decode = new DecodeFit(slots);
     this.streams = new StreamSlack(slots);
+    this.slack = new PendingSlack(this.streams);
     this.backlog = new Float64Array(slots);
     this.backlogAt = new Float64Array(slots);
     this.drainPerMs = new Float64Array(slots);
@@ -135,10 +135,7 @@ export class GpuTimeModel {
 
   /**
    * TTFT and TPOT of `req` on `slot` with `cachedBlocks` of its prompt there. Fills and returns `out`. With
-   * `slack` false the per-stream figures (harm, harmClearMs, idleMs: a pass over every stream there) are left
-   * pending until harmOf(out) asks, before the next predict(): kv-aware's scorer predicts every candidate and
-   * needs them only where the TTFT and TPOT already fit. At 5,000 requests/s on the seed mix that pass was
-   * 43 % of a run's CPU with them computed for every candidate.
+   * `slack` false the per-stream figures (harm, harmClearMs, idleMs) wait for harmOf(out) (pending-slack.ts).
    */
   predict(req: RouteRequest, slot: number, cachedBlocks: number, out: GpuPrediction, slack = true): GpuPrediction {
     const pool = this.pools.get(req.poolId);
@@ -235,28 +232,16 @@ export class GpuTimeModel {
     out.tpotMs = out.stepMs / (1 - rho);
     const disp = this.dispatchedWork[slot]!;
     // Each stream is held to STREAM_TPOT_MARGIN of the target, as a share of the headroom above the idle step (pool-figures.ts).
-    this.q.set(now, out.stepMs, fig.tpotLimitMs(STREAM_TPOT_MARGIN), rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
+    this.slack.q.set(now, out.stepMs, fig.tpotLimitMs(STREAM_TPOT_MARGIN), rate, chunk, ahead, disp, disp - this.backlog[slot]!, own);
     out.idleKnown = fresh && ownOnly;
-    this.querySlot = slot;
-    this.queryFor = out;
-    out.harmPending = true;
-    if (slack) this.harmOf(out);
+    this.slack.pend(slot, out);
+    if (slack) this.slack.complete(out);
     return out;
   }
 
-  /**
-   * `p.harm` (and harmClearMs, idleMs), computing them if predict() left them pending. Only the latest
-   * prediction can be completed: the stream query it set is overwritten by the next predict().
-   */
+  /** `p.harm` (and harmClearMs, idleMs), computed if predict() left them pending (pending-slack.ts). */
   harmOf(p: GpuPrediction): number {
-    if (!p.harmPending) return p.harm;
-    if (this.queryFor !== p) throw new Error('GpuTimeModel.harmOf: a pending prediction outlived its query (another predict() ran since)');
-    p.harm = this.streams.harm(this.querySlot, this.q);
-    p.harmClearMs = this.streams.clearMs;
-    p.idleMs = this.streams.idleMs;
-    p.harmPending = false;
-    this.queryFor = null;
-    return p.harm;
+    return this.slack.complete(p);
   }
 
   // ---- feedback (the Router forwards its hooks) -------------------------------------------------------
