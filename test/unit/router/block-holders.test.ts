@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BlockHolders } from '../../../src/router/anchors/block-holders.ts';
 import { hashes } from './fleet-fixture.ts';
+import { rng } from './xorshift.ts';
 
 void test('a hash held by every one of 12 replicas is matched on all 12 (no holder cap)', () => {
   const idx = new BlockHolders(12);
@@ -83,16 +84,6 @@ void test('grows past its initial arrays and reuses freed memberships', () => {
   assert.equal(idx.holds(1, h[4999]!), true);
 });
 
-/** xorshift32: enough to pick operations deterministically. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 4294967296;
-  };
-}
 
 /** Each candidate's run from holds() alone, block by block: what lookup() must answer. */
 function referenceRuns(idx: BlockHolders, h: Float64Array, candidates: readonly number[]): number[] {

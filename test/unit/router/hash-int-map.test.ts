@@ -5,17 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { HashIntMap } from '../../../src/router/anchors/hash-int-map.ts';
+import { rng } from './xorshift.ts';
 
-/** xorshift32: enough to pick operations deterministically. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 4294967296;
-  };
-}
 
 void test('get/set/putIfAbsent/adjust/delete agree with a Map through growth and wrapped probe runs', () => {
   const r = rng(7);
