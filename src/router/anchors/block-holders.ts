@@ -29,6 +29,7 @@
 // Thread: the acceptor (or the simulator's run). Hot path: lookup() once per decision, O(blocks matched ×
 // ceil(slots/32) + candidates); store() once per stored block, O(1); no allocation except when arrays grow.
 import { HashIntMap } from './hash-int-map.ts';
+import { Int32Arena } from './int32-arena.ts';
 
 const NONE = -1;
 const INITIAL_MEMBERSHIPS = 4096;
@@ -56,20 +57,15 @@ export class BlockHolders {
   /** Holders kept per hash (Infinity: no cap), and with a cap each hash's holders oldest first, `cap` per group. */
   private readonly cap: number;
   private readonly groupOf: HashIntMap | null;
-  private groupSlots: Int32Array;
-  private groupCounts: Int32Array;
-  private groupFree = NONE;
-  private groupsUsed = 0;
+  /** Group g's holders in data[g × cap, …), counts[g] of them; null without a cap. */
+  private readonly groups: Int32Arena | null;
   /** Memberships dropped because a hash had `cap` newer holders. */
   capDrops = 0;
-  // Per hash, its holders: hash → row; row r's bits in rowBits[r * words, (r + 1) * words), bit s of the row
-  // set when slot s holds the hash; rowHolders[r] its bits set (free rows chained through it).
+  // Per hash, its holders: hash → row; row r's bits in rows.data[r × words, …), bit s set when slot s holds
+  // the hash; rows.counts[r] its bits set.
   private readonly words: number;
   private readonly rowOf = new HashIntMap();
-  private rowBits: Int32Array;
-  private rowHolders: Int32Array;
-  private rowFree = NONE;
-  private rowsUsed = 0;
+  private readonly rows: Int32Arena;
   // lookup()'s scratch: the distinct candidates still running, as a bitmap over slots, and each one's run.
   private readonly want: Int32Array;
   private readonly runOf: Int32Array;
@@ -82,8 +78,7 @@ export class BlockHolders {
     this.cap = holdersPerHash;
     const capped = Number.isFinite(holdersPerHash);
     this.groupOf = capped ? new HashIntMap() : null;
-    this.groupSlots = new Int32Array(capped ? 1024 * holdersPerHash : 0);
-    this.groupCounts = new Int32Array(capped ? 1024 : 0);
+    this.groups = capped ? new Int32Arena(holdersPerHash, INITIAL_ROWS) : null;
     this.slots = slots;
     this.bySlot = Array.from({ length: slots }, () => new HashIntMap());
     this.hashOf = new Float64Array(INITIAL_MEMBERSHIPS);
@@ -95,8 +90,7 @@ export class BlockHolders {
     this.counts = new Int32Array(slots);
     this.capacities = new Float64Array(slots).fill(capacityBlocks);
     this.words = Math.ceil(slots / 32);
-    this.rowBits = new Int32Array(INITIAL_ROWS * this.words);
-    this.rowHolders = new Int32Array(INITIAL_ROWS);
+    this.rows = new Int32Arena(this.words, INITIAL_ROWS);
     this.want = new Int32Array(this.words);
     this.runOf = new Int32Array(slots);
   }
@@ -118,7 +112,7 @@ export class BlockHolders {
   /** Replicas believed to hold `hash`. */
   holderCount(hash: number): number {
     const r = this.rowOf.get(hash);
-    return r === NONE ? 0 : this.rowHolders[r]!;
+    return r === NONE ? 0 : this.rows.counts[r]!;
   }
 
   capacity(slot: number): number {
@@ -167,63 +161,49 @@ export class BlockHolders {
 
   /** Sets `slot`'s bit in `hash`'s row, taking a row for a hash that had no holder. */
   private addHolder(slot: number, hash: number): void {
-    const next = this.rowFree !== NONE ? this.rowFree : this.rowsUsed;
-    let r = this.rowOf.putIfAbsent(hash, next);
-    if (r === NONE) r = this.allocateRow(); // `next`
+    const rows = this.rows;
+    let r = this.rowOf.putIfAbsent(hash, rows.next());
+    if (r === NONE) r = rows.allocate(); // the `next()` just entered
     const w = r * this.words + (slot >>> 5);
-    this.rowBits[w] = this.rowBits[w]! | (1 << (slot & 31));
-    this.rowHolders[r]!++;
+    rows.data[w] = rows.data[w]! | (1 << (slot & 31));
+    rows.counts[r]!++;
   }
 
   /** Clears `slot`'s bit in `hash`'s row (held: set), the row freed and the hash deleted when it was the last. */
   private removeHolder(slot: number, hash: number): void {
+    const rows = this.rows;
     const r = this.rowOf.get(hash);
     const w = r * this.words + (slot >>> 5);
-    this.rowBits[w] = this.rowBits[w]! & ~(1 << (slot & 31));
-    if (--this.rowHolders[r]! === 0) {
+    rows.data[w] = rows.data[w]! & ~(1 << (slot & 31));
+    if (--rows.counts[r]! === 0) {
       // Every bit of the row is clear again, as a new row must be.
       this.rowOf.delete(hash);
-      this.rowHolders[r] = this.rowFree;
-      this.rowFree = r;
+      rows.release(r);
     }
-  }
-
-  private allocateRow(): number {
-    if (this.rowFree !== NONE) {
-      const r = this.rowFree;
-      this.rowFree = this.rowHolders[r]!;
-      this.rowHolders[r] = 0;
-      return r;
-    }
-    if (this.rowsUsed === this.rowHolders.length) {
-      this.rowHolders = copyInto(new Int32Array(this.rowHolders.length * 2), this.rowHolders);
-      this.rowBits = copyInto(new Int32Array(this.rowBits.length * 2), this.rowBits);
-    }
-    this.rowHolders[this.rowsUsed] = 0;
-    return this.rowsUsed++;
   }
 
   /** `slot` newly holds `hash`: its newest holder; the oldest is forgotten when that makes one too many. */
   private joinGroup(slot: number, hash: number): void {
     const map = this.groupOf!;
+    const groups = this.groups!;
     const cap = this.cap;
     let g = map.get(hash);
     if (g === NONE) {
-      g = this.allocateGroup();
+      g = groups.allocate();
       map.set(hash, g);
     }
-    if (this.groupCounts[g] === cap) {
-      const victim = this.groupSlots[g * cap]!;
+    if (groups.counts[g] === cap) {
+      const victim = groups.data[g * cap]!;
       this.drop(this.bySlot[victim]!.get(hash)); // leaves the group through drop()
       this.capDrops++;
       if (map.get(hash) === NONE) {
         // A cap of one: the group emptied and was freed; take one again.
-        g = this.allocateGroup();
+        g = groups.allocate();
         map.set(hash, g);
       }
     }
-    this.groupSlots[g * cap + this.groupCounts[g]!] = slot;
-    this.groupCounts[g]!++;
+    groups.data[g * cap + groups.counts[g]!] = slot;
+    groups.counts[g]!++;
   }
 
   /** `slot` no longer holds `hash`: out of its group, the group freed when empty. */
@@ -231,34 +211,19 @@ export class BlockHolders {
     const map = this.groupOf!;
     const g = map.get(hash);
     if (g === NONE) return;
-    const cap = this.cap;
-    const base = g * cap;
-    const n = this.groupCounts[g]!;
+    const groups = this.groups!;
+    const data = groups.data;
+    const base = g * this.cap;
+    const n = groups.counts[g]!;
     let i = 0;
-    while (i < n && this.groupSlots[base + i] !== slot) i++;
+    while (i < n && data[base + i] !== slot) i++;
     if (i === n) return;
-    for (; i < n - 1; i++) this.groupSlots[base + i] = this.groupSlots[base + i + 1]!;
-    this.groupCounts[g] = n - 1;
+    for (; i < n - 1; i++) data[base + i] = data[base + i + 1]!;
+    groups.counts[g] = n - 1;
     if (n - 1 === 0) {
       map.delete(hash);
-      this.groupCounts[g] = this.groupFree;
-      this.groupFree = g;
+      groups.release(g);
     }
-  }
-
-  private allocateGroup(): number {
-    if (this.groupFree !== NONE) {
-      const g = this.groupFree;
-      this.groupFree = this.groupCounts[g]!;
-      this.groupCounts[g] = 0;
-      return g;
-    }
-    if (this.groupsUsed === this.groupCounts.length) {
-      this.groupCounts = copyInto(new Int32Array(this.groupCounts.length * 2), this.groupCounts);
-      this.groupSlots = copyInto(new Int32Array(this.groupSlots.length * 2), this.groupSlots);
-    }
-    this.groupCounts[this.groupsUsed] = 0;
-    return this.groupsUsed++;
   }
 
   /** The slot no longer holds `hash` (a BlockRemoved event). True when it was held. */
@@ -295,7 +260,7 @@ export class BlockHolders {
     }
     // One probe per block; the candidates whose bit is clear in its row stop there.
     const rows = this.rowOf;
-    const bits = this.rowBits;
+    const bits = this.rows.data;
     const n = hashes.length;
     let b = 0;
     for (; b < n && left > 0; b++) {
