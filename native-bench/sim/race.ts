@@ -272,8 +272,9 @@ export class RaceRunner {
    * capacity, on the rest from the mean capacity those found (the hint) in steps of PAIRED_STEP. Every
    * other contender has a reference (startReference): under Expediter's admission kv-aware under it, once
    * that is raced, else the first contender. A contender's first seed starts from its reference's capacity
-   * on that seed (from the hint, for a reference that is the first contender), and its later seeds from its own first seed's capacity scaled by how its reference's moved
-   * between those seeds (pairedStart), both in steps of PAIRED_STEP. The computed capacity assumes no
+   * on that seed (from the hint, for a reference that is the first contender), and its later seeds from its
+   * own first seed's capacity scaled by how its reference's moved between those seeds (pairedStart), both in
+   * steps of PAIRED_STEP. The computed capacity assumes no
    * queueing and can be several times the SLO capacity (four times on Azure's code trace): starting every
    * chain there spent most of a race's CPU on runs far past capacity. A seed moves every contender's
    * capacity alike (its window, its engines' bias), and most alike among contenders under one admission:
