@@ -1,9 +1,10 @@
 // The exact events-fed index: membership per slot, the longest consecutive run per candidate stopping at the
 // first missing block (as the engine's lookup does, holes included), bitmaps past 32 slots, freed ways, and
-// a full index refusing an add.
+// a full index refusing an add, and the simulator's same-thread writer against the seqlocked one.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventsIndex } from '../../../src/registry/kv-events/events-index.ts';
+import { rng } from '../router/xorshift.ts';
 
 const chain = (n: number, base: number): Float64Array => Float64Array.from({ length: n }, (_, i) => base * 1_000_003 + i * 7919 + 1);
 
@@ -91,4 +92,36 @@ test('a view with its writer on the same thread (sameThread, the simulator\'s) a
   assert.equal(ix.lookup(h, all, a), seqlocked.lookup(h, all, b));
   assert.deepEqual(a, b);
   for (let s = 0; s < 40; s++) assert.equal(ix.holds(s, h[7]!), seqlocked.holds(s, h[7]!));
+});
+
+test('the same-thread writer (plain stores) keeps the index the seqlocked writer keeps, through adds, removals, frees, spills and clears', () => {
+  // A small index (64 entries over 8 buckets) so that ways fill, spill past their home, free and are reused.
+  const plain = new EventsIndex({ entries: 64, slots: 40 }, true);
+  const locked = new EventsIndex({ entries: 64, slots: 40 });
+  const next = rng(7);
+  const hashes = Float64Array.from({ length: 90 }, (_, i) => 5 + 8 * i + (i % 3) * 2 ** 33);
+  const all = Array.from({ length: 40 }, (_, s) => s);
+  const a = new Int32Array(40);
+  const b = new Int32Array(40);
+  for (let op = 0; op < 4000; op++) {
+    const slot = Math.floor(next() * 40);
+    const h = hashes[Math.floor(next() * hashes.length)]!;
+    const r = next();
+    if (r < 0.55) assert.equal(plain.add(slot, h), locked.add(slot, h), `add at op ${op}`);
+    else if (r < 0.995) {
+      plain.remove(slot, h);
+      locked.remove(slot, h);
+    } else {
+      plain.clearSlot(slot);
+      locked.clearSlot(slot);
+    }
+    if (op % 97 === 0) {
+      assert.equal(plain.entries(), locked.entries(), `entries at op ${op}`);
+      for (const x of hashes) for (let s = 0; s < 40; s += 13) assert.equal(plain.holds(s, x), locked.holds(s, x));
+      assert.equal(plain.lookup(hashes, all, a), locked.lookup(hashes, all, b));
+      assert.deepEqual(a, b);
+    }
+  }
+  assert.equal(plain.overflows(), locked.overflows());
+  assert.ok(plain.overflows() > 0 && plain.entries() > 0, 'the sequence filled the index and left entries in it');
 });
