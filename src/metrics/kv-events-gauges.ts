@@ -11,6 +11,8 @@ export interface KvEventsSource {
   live(): Iterable<[string, number]>;
   blocks(): Iterable<[string, number]>;
   precision(): Iterable<[string, number]>;
+  /** The events index's occupied hash entries and its capacity (routing.kv_events_entries, rounded up). */
+  occupancy(): { entries: number; capacity: number };
 }
 
 export function defineKvEventsGauges(reg: Registry, source: () => KvEventsSource | undefined, replicas: () => BoundedLabel): void {
@@ -61,4 +63,19 @@ export function defineKvEventsGauges(reg: Registry, source: () => KvEventsSource
   gauge('gateway_kv_events_prediction_precision',
     'Share of the cached tokens a replica\'s KV events predicted that the replica reported, over its last ~32k predicted tokens (absent until 8 requests and 1,024 tokens were predicted).',
     (s) => s.precision());
+
+  // The index's fill, for an alert well before it refuses adds (overflow): its 8-bucket windows fill long
+  // before the index does (src/registry/kv-events/README.md, "The index": none refused at 40 %, some from 50 %).
+  const fill = (name: string, help: string, pick: (o: { entries: number; capacity: number }) => number): void => {
+    const g = new Gauge({
+      name, help, registers: [reg],
+      collect: () => {
+        g.reset();
+        const s = source();
+        if (s) g.set(pick(s.occupancy()));
+      },
+    });
+  };
+  fill('gateway_kv_events_index_entries', 'Occupied entries (distinct block hashes) of the KV-events-fed prefix index.', (o) => o.entries);
+  fill('gateway_kv_events_index_capacity', 'Entries the KV-events-fed prefix index holds (routing.kv_events_entries, rounded up to whole buckets); past 40 % full an add may find no room and its replica falls back (reason="overflow").', (o) => o.capacity);
 }

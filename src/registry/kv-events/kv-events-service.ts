@@ -27,6 +27,8 @@ export interface KvEventsMetricSources {
   blocks(): Iterable<[string, number]>;
   /** [replica, share of its events-predicted cached tokens it confirmed], for replicas with enough evidence. */
   precision(): Iterable<[string, number]>;
+  /** The index's occupied entries and its capacity. */
+  occupancy(): { entries: number; capacity: number };
 }
 
 export class KvEventsService {
@@ -116,6 +118,7 @@ export class KvEventsService {
       live: () => each(this.assigned, (slot, id): [string, number] => [id, ix.state(slot) === StreamState.Live ? 1 : 0]),
       blocks: () => each(this.assigned, (slot, id): [string, number] => [id, ix.stat(slot, Stat.Blocks)]),
       precision: () => [...each(this.assigned, (slot, id): [string, number] => [id, ix.stat(slot, Stat.Precision)])].filter(([, p]) => !Number.isNaN(p)),
+      occupancy: () => ({ entries: ix.entries(), capacity: ix.capacityEntries }),
     };
   }
 

@@ -226,6 +226,12 @@ test('/metrics shows each replica on events; a reload without a replica\'s kv_ev
   }
   assert.match(page, /^gateway_kv_events_fallbacks_total\{replica="8b-1",reason="broken"\} [1-9]/m, 'the stopped publisher was counted');
   assert.match(page, /^gateway_kv_events_replayed_batches_total\{replica="8b-2"\} [1-9]/m);
+  // The index's fill: the distinct hashes it holds now, against its room (the default kv_events_entries).
+  const ix = gw().kvEvents!.index;
+  assert.ok(ix.entries() > 0);
+  assert.match(page, /^gateway_kv_events_index_entries [1-9]\d*$/m);
+  assert.match(page, new RegExp(`^gateway_kv_events_index_capacity ${ix.capacityEntries}$`, 'm'));
+  assert.equal(ix.capacityEntries, stack.cfg.routing.kv_events_entries, 'the default is whole buckets already');
   const next = structuredClone(stack.cfg);
   delete next.pools[0]!.replicas[1]!.kv_events;
   await gw().reload(next);

@@ -30,6 +30,7 @@ async function rendered(): Promise<Map<string, string>> {
         counters: () => [{ replica: '8b-1', events: 5, gaps: 1, replays: 2, replayed: 1, unmapped: 0 }],
         fallbacks: () => [{ replica: '8b-1', reason: 'silent', count: 1 }],
         lagSeconds: () => [['8b-1', 0.002]], live: () => [['8b-1', 1]], blocks: () => [['8b-1', 40]], precision: () => [['8b-1', 0.98]],
+        occupancy: () => ({ entries: 40, capacity: 1024 }),
       },
       gpuPrefillRate: () => [['8b-1', 11_000]], gpuDecodeBase: () => [['8b-1', 0.0105]], gpuDecodePerSeq: () => [['8b-1', 0.000025]],
       replyLengthErrorP50: () => [['8b', 0.4]], replyLengthErrorP90: () => [['8b', 1.2]],
