@@ -10,7 +10,7 @@ if (port === null) throw new Error('replica-poller.worker.ts must run as a worke
 const data = workerData as PollerWorkerData;
 const metrics = data.metricsChannel ? new WorkerMetrics({ workerId: 'replica-poller', channelName: data.metricsChannel }) : null;
 const poller = new ReplicaPoller(data.tableBuffer, data.settings, (msg: FromPoller) => port.postMessage(msg),
-  metrics === null ? null : (seconds, result) => metrics.scraped(seconds, result));
+  metrics === null ? null : (seconds, result) => metrics.scraped(seconds, result), data.ledgerBuffer);
 port.on('message', (msg: ToPoller) => {
   poller.handle(msg);
   if (msg.type === 'stop') {

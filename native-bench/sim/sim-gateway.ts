@@ -9,7 +9,7 @@
 // Thread: the run's. Hot path: per request a route, a dispatch and the per-token ledger update.
 import { AdmissionController } from '../../src/admission/admission-controller.ts';
 import type { GatewayConfig } from '../../src/config/schema.ts';
-import { InflightLedger } from '../../src/registry/inflight-ledger.ts';
+import { InflightLedger, LEDGER_INFLIGHT } from '../../src/registry/inflight-ledger.ts';
 import { FAILURE_KIND } from '../../src/registry/poll/protocol.ts';
 import { EVENT, ReplicaTracker } from '../../src/registry/poll/replica-tracker.ts';
 import { ParsedMetrics } from '../../src/registry/poll/vllm-metrics-parser.ts';
@@ -193,7 +193,7 @@ export class SimGateway implements FleetView {
       m.generationTokensTotal = s.generation_tokens_total;
       m.processStartSeconds = fleet.startSeconds[slot]!;
       m.earliestCreatedSeconds = fleet.startSeconds[slot]!;
-      events = tracker.onGood(m, nowMs, 0);
+      events = tracker.onGood(m, nowMs, 0, this.ledger.get(slot, LEDGER_INFLIGHT));
       // Half-open, as the poller: a good scrape gives a replica that data-plane failures took out another chance.
       const dp = this.table.dataPlaneFailures(slot);
       if (dp !== 0) this.table.clearDataPlaneFailuresIf(slot, dp);

@@ -95,16 +95,24 @@ export class PoolBudgetReader {
 
   /**
    * The replica could serve a request of `needTokens` now and has nothing to do: healthy, not draining, none
-   * of this gateway's requests in flight there (the ledger), a fresh row showing nothing running or waiting,
-   * and free KV for the request (its headroom is for the neighbours a request could preempt: it has none).
+   * of this gateway's requests in flight there (the ledger), a fresh row, and free KV for the request (its
+   * headroom is for the neighbours a request could preempt: it has none). The row shows nothing running or
+   * waiting; or it shows no more than this gateway had in flight there when it was scraped, all of which
+   * has ended since (the ledger is empty), so what it showed is gone and its KV free. Without the second
+   * case a replica stayed busy for up to a scrape interval after this gateway's last stream there ended,
+   * and a request arriving then was judged by the model, which may still weigh the work just done (a
+   * fresh demo gateway shed one after a burst on its 70B pool). What it cannot tell: another gateway's
+   * request counted in place of one of ours that had not reached the engine when it rendered the page.
    * A stale row is unknown load, never idle.
    */
   idle(slot: number, needTokens: number): boolean {
     const fleet = this.fleet;
     if (!fleet.isHealthy(slot) || fleet.replica(slot).draining || fleet.ledger.get(slot, LEDGER_INFLIGHT) > 0) return false;
     const st = this.state;
-    if (!this.kv.read(slot, st) || st.running > 0 || st.waiting > 0) return false;
-    return !((st.totalBlocks - st.usedBlocks) * st.blockSize < needTokens);
+    if (!this.kv.read(slot, st)) return false;
+    const shown = st.running + st.waiting;
+    if (shown === 0) return !((st.totalBlocks - st.usedBlocks) * st.blockSize < needTokens);
+    return shown <= st.inflightAtScrape && !(st.totalBlocks * st.blockSize < needTokens);
   }
 
   /** The replica's whole KV in tokens (NaN unknown): a request larger than it can never run there. */

@@ -216,7 +216,7 @@ export class ReplicaRegistry {
 
   private spawnPoller(): Promise<void> {
     const data: PollerWorkerData = {
-      tableBuffer: this.table.buffer, settings: this.settings,
+      tableBuffer: this.table.buffer, ledgerBuffer: this.ledger.buffer, settings: this.settings,
       ...(this.metricsChannel !== undefined ? { metricsChannel: this.metricsChannel } : {}),
     };
     const w = spawnWorker(POLLER_URL, { workerData: data, name: 'replica-poller', resourceLimits: { maxYoungGenerationSizeMb: POLLER_YOUNG_GENERATION_MB } });

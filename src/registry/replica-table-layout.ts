@@ -34,7 +34,13 @@ export const I_ADAPTER_EPOCH = 7;
 export const I_RESTARTS = 8;
 export const I_RUNNING_ADAPTERS = 9;
 export const I_WAITING_ADAPTERS = 10;
-/** Int32 words 11..15 are reserved; Float64 data starts at byte 64 (the second cache line). */
+/**
+ * This gateway's requests in flight on the replica (the in-flight ledger's count) when the poller sent the
+ * last good scrape. A row whose running + waiting is no more than this shows only work this gateway had
+ * there; once all of it has ended the replica is idle, without waiting for the next scrape to say so.
+ */
+export const I_INFLIGHT_AT_SCRAPE = 11;
+/** Int32 words 12..15 are reserved; Float64 data starts at byte 64 (the second cache line). */
 export const HEADER_I32 = 16;
 
 // ---- Float64 data words (index within the row, in Float64 units) -----------------------------------------

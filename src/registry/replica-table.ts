@@ -11,7 +11,7 @@ import {
   F_BLOCK_SIZE, F_KV_USAGE, F_LAST_ATTEMPT_MS, F_LAST_GOOD_SCRAPE_MS, F_LAST_PROGRESS_MS, F_MAX_LORAS, F_NUM_GPU_BLOCKS,
   F_PREEMPTIONS_DELTA, F_PREEMPTIONS_TOTAL, F_PREFIX_HIT_RATE, F_PREFIX_HITS_TOTAL, F_PREFIX_QUERIES_TOTAL,
   F_PROCESS_START_SECONDS, F_RUNNING, F_SCRAPE_LATENCY_MS, F_WAITING, I_ADAPTER_EPOCH, I_ASSIGN_ID,
-  I_DATA_PLANE_FAILURES, I_FLAGS, I_GENERATION, I_RESTARTS, I_RUNNING_ADAPTERS, I_SCRAPE_FAILURES, I_STATE,
+  I_DATA_PLANE_FAILURES, I_FLAGS, I_GENERATION, I_INFLIGHT_AT_SCRAPE, I_RESTARTS, I_RUNNING_ADAPTERS, I_SCRAPE_FAILURES, I_STATE,
   I_VERSION, I_WAITING_ADAPTERS, ROW_STATE, ROW_STRIDE_BYTES, ROW_STRIDE_F64, ROW_STRIDE_I32,
 } from './replica-table-layout.ts';
 
@@ -28,6 +28,8 @@ export class ReplicaRow {
   restarts = 0;
   runningAdapterCount = 0;
   waitingAdapterCount = 0;
+  /** This gateway's requests in flight there when the last good scrape was sent (I_INFLIGHT_AT_SCRAPE). */
+  inflightAtScrape = 0;
   lastGoodScrapeMs = 0;
   lastAttemptMs = 0;
   running = 0;
@@ -54,6 +56,7 @@ export class ReplicaRow {
     this.restarts = 0;
     this.runningAdapterCount = 0;
     this.waitingAdapterCount = 0;
+    this.inflightAtScrape = 0;
     this.lastGoodScrapeMs = 0;
     this.lastAttemptMs = 0;
     this.running = 0;
@@ -124,6 +127,7 @@ export class ReplicaTable {
         out.restarts = i32[ib + I_RESTARTS]!;
         out.runningAdapterCount = i32[ib + I_RUNNING_ADAPTERS]!;
         out.waitingAdapterCount = i32[ib + I_WAITING_ADAPTERS]!;
+        out.inflightAtScrape = i32[ib + I_INFLIGHT_AT_SCRAPE]!;
         out.lastGoodScrapeMs = f64[fb + F_LAST_GOOD_SCRAPE_MS]!;
         out.lastAttemptMs = f64[fb + F_LAST_ATTEMPT_MS]!;
         out.running = f64[fb + F_RUNNING]!;
@@ -242,6 +246,7 @@ export class ReplicaTableWriter extends ReplicaTable {
     i32[ib + I_RESTARTS] = row.restarts;
     i32[ib + I_RUNNING_ADAPTERS] = row.runningAdapterCount;
     i32[ib + I_WAITING_ADAPTERS] = row.waitingAdapterCount;
+    i32[ib + I_INFLIGHT_AT_SCRAPE] = row.inflightAtScrape;
     f64[fb + F_LAST_GOOD_SCRAPE_MS] = row.lastGoodScrapeMs;
     f64[fb + F_LAST_ATTEMPT_MS] = row.lastAttemptMs;
     f64[fb + F_RUNNING] = row.running;

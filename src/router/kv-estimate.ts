@@ -30,6 +30,8 @@ export class KvState {
   waiting = 0;
   /** Requests this gateway has in flight there (connections held). */
   inflight = 0;
+  /** This gateway's requests in flight there when the row's scrape was sent (0 when unknown). */
+  inflightAtScrape = 0;
   /**
    * Prompt tokens the replica has scheduled for prefill, every gateway's, cumulative: its prefix-cache
    * queries less hits (vLLM counts both in tokens when it schedules a new request). NaN when not reported.
@@ -69,6 +71,7 @@ export class KvEstimator {
       out.usedBlocks = reserved;
       out.running = 0;
       out.waiting = 0;
+      out.inflightAtScrape = 0;
       out.prefillTokensTotal = Number.NaN;
       out.scrapeMs = 0;
       out.ageMs = Number.POSITIVE_INFINITY;
@@ -89,6 +92,7 @@ export class KvEstimator {
     out.blockSize = Number.isNaN(row.blockSize) ? 16 : row.blockSize;
     out.running = row.running;
     out.waiting = row.waiting;
+    out.inflightAtScrape = row.inflightAtScrape;
     out.prefillTokensTotal = row.prefixQueriesTotal > 0 ? row.prefixQueriesTotal - row.prefixHitsTotal : Number.NaN;
     const scraped = Number.isNaN(row.kvUsage) || Number.isNaN(row.numGpuBlocks) ? 0 : row.kvUsage * row.numGpuBlocks;
     // Dispatched since the scrape and still running is at most what in-flight requests reserve.

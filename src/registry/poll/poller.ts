@@ -9,6 +9,7 @@
 // timer per request). A replica whose scrape is still running when the next tick comes is skipped that tick.
 // The two GETs go one after the other on one connection rather than in parallel on two: one socket per
 // replica, and /health costs one more loopback or cluster round trip of latency, well inside an interval.
+import { InflightLedger, LEDGER_INFLIGHT } from '../inflight-ledger.ts';
 import { ReplicaTableWriter } from '../replica-table.ts';
 import { ROW_STATE } from '../replica-table-layout.ts';
 import { FAILURE_KIND, type FailureKind, type FromPoller, type PollerSettings, type ToPoller } from './protocol.ts';
@@ -29,6 +30,8 @@ class Target implements ScrapeSink {
   private readonly finished: (t: Target) => void;
   phase = PHASE_IDLE;
   startedAtMs = 0;
+  /** This gateway's requests in flight on the replica as the scrape was sent (the row's inflightAtScrape). */
+  inflightAtBegin = 0;
   scrapesStarted = 0;
   /** This scrape asks /health (else the last answer stands: healthEveryScrapes). */
   askHealth = true;
@@ -55,9 +58,12 @@ class Target implements ScrapeSink {
     return this.phase !== PHASE_IDLE;
   }
 
-  begin(nowMs: number, healthEvery: number): void {
+  begin(nowMs: number, healthEvery: number, inflight: number): void {
     this.phase = PHASE_METRICS;
     this.startedAtMs = nowMs;
+    // Read before the request goes out: a request ending before vLLM renders the page only makes the page
+    // show less than this, and one dispatched after it more (the row then reads as not only ours).
+    this.inflightAtBegin = inflight;
     this.metricsStatus = 0;
     this.metricsBody = '';
     this.failure = null;
@@ -112,6 +118,8 @@ export class ReplicaPoller {
   private readonly parsed = new ParsedMetrics();
   private readonly finished = (t: Target): void => this.finish(t);
   private timer: NodeJS.Timeout | null = null;
+  /** The gateway's in-flight ledger (shared buffer): each scrape records its count for the replica. */
+  private readonly ledger: InflightLedger | null;
   /** Scrapes completed since start (diagnostics, benchmarks). */
   scrapesCompleted = 0;
   /** Each finished scrape's duration and result, for the gateway's metrics (null: not recorded). */
@@ -120,8 +128,10 @@ export class ReplicaPoller {
   constructor(
     tableBuffer: SharedArrayBuffer, settings: PollerSettings, post: (msg: FromPoller) => void,
     onScrape: ((seconds: number, result: 'ok' | 'error' | 'timeout') => void) | null = null,
+    ledgerBuffer: SharedArrayBuffer | null = null,
   ) {
     this.writer = new ReplicaTableWriter(tableBuffer);
+    this.ledger = ledgerBuffer === null ? null : new InflightLedger(ledgerBuffer);
     this.settings = settings;
     this.post = post;
     this.onScrape = onScrape;
@@ -175,8 +185,12 @@ export class ReplicaPoller {
         if (nowMs - t.startedAtMs >= timeoutMs) t.abandon(FAILURE_KIND.TIMEOUT, `no answer within ${timeoutMs} ms`);
         continue;
       }
-      t.begin(nowMs, this.settings.healthEveryScrapes ?? 1);
+      t.begin(nowMs, this.settings.healthEveryScrapes ?? 1, this.inflight(slot));
     }
+  }
+
+  private inflight(slot: number): number {
+    return this.ledger === null ? 0 : this.ledger.get(slot, LEDGER_INFLIGHT);
   }
 
   private assign(slot: number, assignId: number, replicaId: string, url: string, poolBlockSize: number): void {
@@ -201,7 +215,7 @@ export class ReplicaPoller {
     const t = new Target(tracker, new URL(url), this.finished);
     this.targets[slot] = t;
     // Scrape a new replica at once rather than up to one interval later: it enters rotation sooner.
-    t.begin(Date.now(), this.settings.healthEveryScrapes ?? 1);
+    t.begin(Date.now(), this.settings.healthEveryScrapes ?? 1, this.inflight(slot));
   }
 
   private unassign(slot: number, assignId: number): void {
@@ -228,7 +242,7 @@ export class ReplicaPoller {
     let ok = false;
     if (t.failure === null && t.metricsStatus === 200 && t.healthStatus >= 200 && t.healthStatus < 300) {
       if (parseVllmMetrics(t.metricsBody, this.parsed)) {
-        events = tracker.onGood(this.parsed, nowMs, nowMs - t.startedAtMs);
+        events = tracker.onGood(this.parsed, nowMs, nowMs - t.startedAtMs, t.inflightAtBegin);
         ok = true;
         // Half-open: a good scrape gives a replica that data-plane failures took out another chance.
         const dp = this.writer.dataPlaneFailures(tracker.slot);

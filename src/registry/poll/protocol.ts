@@ -13,6 +13,8 @@ export interface PollerSettings {
 
 export interface PollerWorkerData {
   tableBuffer: SharedArrayBuffer;
+  /** The gateway's in-flight ledger: each scrape records the gateway's count for its replica in the row. */
+  ledgerBuffer: SharedArrayBuffer;
   settings: PollerSettings;
   /** BroadcastChannel of the gateway's metrics; the poller reports each scrape there when set. */
   metricsChannel?: string;

@@ -58,8 +58,12 @@ export class ReplicaTracker {
     this.poolBlockSize = poolBlockSize;
   }
 
-  /** A scrape returned a vLLM page and a 2xx /health. Returns EVENT bits. */
-  onGood(m: ParsedMetrics, nowMs: number, latencyMs: number): number {
+  /**
+   * A scrape returned a vLLM page and a 2xx /health. `inflightAtScrape`: this gateway's requests in flight
+   * on the replica when the scrape was sent (the ledger's count; 0 when the poller has no ledger). Returns
+   * EVENT bits.
+   */
+  onGood(m: ParsedMetrics, nowMs: number, latencyMs: number, inflightAtScrape = 0): number {
     const row = this.row;
     let events = 0;
     const wasUnreachable = (row.flags & ROW_FLAG.UNREACHABLE) !== 0 && row.state === ROW_STATE.DOWN;
@@ -113,6 +117,7 @@ export class ReplicaTracker {
     row.scrapeLatencyMs = latencyMs;
     row.running = Number.isNaN(m.running) ? 0 : m.running;
     row.waiting = Number.isNaN(m.waiting) ? 0 : m.waiting;
+    row.inflightAtScrape = inflightAtScrape;
     row.kvUsage = m.kvUsage;
     row.numGpuBlocks = m.numGpuBlocks;
     row.blockSize = m.blockSize;

@@ -3,7 +3,7 @@
 // serves (gpt-smart, gpt-fast, a LoRA adapter); tenant tiny's two concurrent streams to gpt-smart are both
 // served, and alpha's four (two per 70B replica: the TPOT margin scaled to the pool); replicas that sit idle
 // after long prompts take the next request though the prefill they just did still weighs in the model
-// (work conservation); those long prompts, out of the 400 ms TTFT's reach on an idle 70B replica, are counted
+// (work conservation), even before a scrape shows them idle; those long prompts, out of the 400 ms TTFT's reach on an idle 70B replica, are counted
 // as infeasible; the startup warning names the 70B pool's unreachable targets; and a burst that the 70B pool
 // cannot serve at once is still partly shed at arrival.
 import { test, before, after } from 'node:test';
@@ -132,6 +132,17 @@ void test('replicas idle after long prompts take the next request at once; the l
   // Both replicas idle again, though the model still counts the prefill they just did (decaying over ~8 s).
   await fleetIdle();
   const next = await chat(ALPHA, 'gpt-smart', 'And now a short one.');
+  assert.ok(served(next), `an idle replica refused: ${next.status} ${next.body.slice(0, 300)}`);
+});
+
+void test('a request sent the moment long prompts end is served: the replicas\' rows still show them, but only them', async () => {
+  await fleetIdle();
+  const long = (i: number): string => `Long ${i}. ${'A slow river winds past the old mill under a grey autumn sky. '.repeat(75)}`;
+  const rs = await Promise.all([0, 1].map((i) => chat(ALPHA, 'gpt-smart', long(i), 2)));
+  for (const r of rs) assert.ok(served(r), `long: ${r.status} ${r.body.slice(0, 300)}`);
+  // No wait for a scrape: within 100 ms of the streams' end the rows still count them running, and the model
+  // still weighs their prefill; everything the rows show was this gateway's and has ended, so both are idle.
+  const next = await chat(ALPHA, 'gpt-smart', 'And now a short one, straight away.');
   assert.ok(served(next), `an idle replica refused: ${next.status} ${next.body.slice(0, 300)}`);
 });
 

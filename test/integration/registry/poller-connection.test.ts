@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { InflightLedger, LEDGER_INFLIGHT } from '../../../src/registry/inflight-ledger.ts';
 import { ReplicaPoller } from '../../../src/registry/poll/poller.ts';
 import type { FromPoller } from '../../../src/registry/poll/protocol.ts';
 import { ReplicaRow, ReplicaTable, ReplicaTableWriter } from '../../../src/registry/replica-table.ts';
@@ -215,4 +216,32 @@ void test('a page over 8 MiB is an error and closes the connection; /metrics 500
   assert.match(lastState(p.events), new RegExp(`^${ROW_STATE.DOWN} .*status \\(/metrics 500, /health 200\\)`));
   assert.equal(rep.connections, 2, 'the 500 left the connection open');
   assert.equal(rep.heads.filter((h) => h.startsWith('GET /health')).length, 3, '/health is still asked after a 500');
+});
+
+void test('each good scrape records how many of the gateway\'s requests were in flight on the replica as it was sent', async (t) => {
+  const ledger = new InflightLedger(2);
+  const entries = [0, 1, 2].map(() => ledger.dispatch(0, 100, 10, 16));
+  // The replica answers each /metrics after one of those requests has ended: the row keeps the count at send.
+  const rep = await RawReplica.start((sock, path) => {
+    if (path === '/metrics' && entries.length > 0) ledger.end(entries.pop()!);
+    lengthAnswer(sock, path);
+  });
+  t.after(() => rep.close());
+  const writer = new ReplicaTableWriter(2);
+  const table = new ReplicaTable(writer.buffer);
+  const results: string[] = [];
+  const poller = new ReplicaPoller(writer.buffer, { scrapeIntervalMs: 100, scrapeTimeoutMs: TIMEOUT_MS, downAfterFailures: 1 },
+    () => {}, (_s, result) => results.push(result), ledger.buffer);
+  t.after(() => poller.stop());
+  poller.handle({ type: 'assign', slot: 0, assignId: 7, replicaId: 'r0', url: `http://127.0.0.1:${rep.port}`, poolBlockSize: 16 });
+  const row = new ReplicaRow();
+  const seen: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    if (i > 0) poller.tick();
+    await waitFor(() => results.length > i, 5000, 'a scrape');
+    assert.ok(table.read(0, row));
+    seen.push(row.inflightAtScrape);
+  }
+  assert.deepEqual(seen, [3, 2, 1, 0]);
+  assert.equal(ledger.get(0, LEDGER_INFLIGHT), 0);
 });

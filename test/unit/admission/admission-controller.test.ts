@@ -332,3 +332,27 @@ test('work conservation: an idle replica takes what the policy calls unfit, at a
   h.finish('w1');
   assert.equal(kindOf(h, 'w3'), 'admitted:a', 'a is idle again (the ledger, and a row showing nothing running): the queue\'s head takes it');
 });
+
+test('work conservation: a row showing only work of ours, all ended since, is idle before the next scrape', () => {
+  const policy = new ScriptedPolicy();
+  policy.fits = false;
+  const h = harness(two({ running: 0 }, { running: 0 }), { policy });
+  h.ask('w1', { tier: 'batch' });
+  h.ask('w2', { tier: 'batch' });
+  h.ask('w3', { tier: 'batch' });
+  assert.equal(kindOf(h, 'w2'), 'admitted:b');
+  // The next scrape sees a request running on each: on a, the one this gateway had there as it scraped; on b,
+  // two where this gateway had one (the other is someone else's).
+  h.fleet.specs[0]!.running = 1;
+  h.fleet.specs[0]!.inflightAtScrape = 1;
+  h.fleet.specs[0]!.usage = 0.5;
+  h.fleet.specs[1]!.running = 2;
+  h.fleet.specs[1]!.inflightAtScrape = 1;
+  h.fleet.scrape();
+  assert.equal(kindOf(h, 'w3'), 'pending');
+  h.finish('w2');
+  h.clock.advance(50);
+  assert.equal(kindOf(h, 'w3'), 'pending', 'b still runs a request that is not ours: not idle');
+  h.finish('w1');
+  assert.equal(kindOf(h, 'w3'), 'admitted:a', 'everything the row showed on a was ours and has ended: idle at once, its KV free');
+});

@@ -25,6 +25,8 @@ export interface Spec {
   /** Scraped KV usage 0..1. */
   usage?: number;
   running?: number;
+  /** This gateway's requests in flight there when the row's scrape was sent. */
+  inflightAtScrape?: number;
   /** Virtual ms of the last good scrape; undefined = never scraped. */
   scrapedAt?: number;
 }
@@ -66,6 +68,7 @@ export class FakeFleet implements FleetView {
     out.kvUsage = s.usage ?? 0;
     out.running = s.running ?? 0;
     out.waiting = 0;
+    out.inflightAtScrape = s.inflightAtScrape ?? 0;
     return true;
   }
 

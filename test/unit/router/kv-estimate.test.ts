@@ -30,13 +30,13 @@ const scraped = (over: Partial<ReplicaRow>): Partial<ReplicaRow> => ({
   lastGoodScrapeMs: 9_950, kvUsage: 0.25, numGpuBlocks: 1000, blockSize: 16, running: 3, waiting: 1, ...over,
 });
 
-void test('a fresh row reports the scraped usage, its queues, its prefill tokens and the age of the scrape', () => {
+void test('a fresh row reports the scraped usage, its queues, its prefill tokens, our requests there as it was taken, and its age', () => {
   const fleet = new RowFleet();
-  fleet.rows[0] = scraped({ prefixQueriesTotal: 50_000, prefixHitsTotal: 35_000 });
+  fleet.rows[0] = scraped({ prefixQueriesTotal: 50_000, prefixHitsTotal: 35_000, inflightAtScrape: 2 });
   const kv = new KvEstimator(fleet, 4, 5000);
   const s = new KvState();
   assert.equal(kv.read(0, s), true);
-  assert.deepEqual({ ...s }, { fresh: true, totalBlocks: 1000, blockSize: 16, usedBlocks: 250, running: 3, waiting: 1, inflight: 0, ageMs: 50, prefillTokensTotal: 15_000, scrapeMs: 9_950 });
+  assert.deepEqual({ ...s }, { fresh: true, totalBlocks: 1000, blockSize: 16, usedBlocks: 250, running: 3, waiting: 1, inflight: 0, inflightAtScrape: 2, ageMs: 50, prefillTokensTotal: 15_000, scrapeMs: 9_950 });
   // A replica that reports no prefix-cache counters: its prefill is unknown, not zero.
   fleet.rows[1] = scraped({});
   kv.read(1, s);
